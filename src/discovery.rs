@@ -1,0 +1,509 @@
+//! Discovery: where NVSHMEM keeps its heap description in this process, and reading it live.
+//!
+//! Three resolution steps, tried in order (or one alone, when selected):
+//! 1. `dlsym` of `nvshmemi_device_state` (and of `nvshmemi_state`, which is recorded but never read:
+//!    its layout is private) in builds that export them;
+//! 2. the `.symtab` of the loaded library file: `nvshmemi_device_state` at load bias + `st_value`,
+//!    accepted only when its version field equals `0x10000 + st_size`;
+//! 3. the public route: `nvshmemx_cumodule_init` on a small PTX module declaring
+//!    `nvshmemi_device_lib_version_d` and `nvshmemi_device_state_d`, read back with a
+//!    device-to-host copy. Needs an initialised NVSHMEM and a current CUDA context.
+//!
+//! *Where* is resolved once per loaded library (at load time by the constructor when NVSHMEM is
+//! already loaded, otherwise on first use); the *values* are read at every query and validated
+//! against the public `nvshmem_ptr` before use.
+
+use crate::cuda;
+use crate::elf;
+use crate::layout::{self, PREFIX_LEN, StateFields};
+use crate::nvshmem_lib::{self, LoadedLibrary};
+use crate::status::{Error, Result, Status};
+use parking_lot::Mutex;
+use std::ffi::c_int;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Which resolution step found the heap (or, when selecting, which to use).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpcxxExtraNvshmemSource {
+    /// Nothing found yet; as a selection: try every step in order (the default).
+    None = 0,
+    /// Step 1: `dlsym` of `nvshmemi_device_state` in a build that exports it.
+    Dlsym = 1,
+    /// Step 2: the `.symtab` of the loaded library file.
+    Symtab = 2,
+    /// Step 3: the public `nvshmemx_cumodule_init` route.
+    Cumodule = 3,
+    /// Described by hand with `upcxx_extra_nvshmem_attach`.
+    Manual = 4,
+}
+pub use UpcxxExtraNvshmemSource as Source;
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::None => "none",
+            Source::Dlsym => "dlsym",
+            Source::Symtab => "symtab",
+            Source::Cumodule => "cumodule",
+            Source::Manual => "manual",
+        }
+    }
+    pub fn from_u32(v: u32) -> Option<Source> {
+        [Source::None, Source::Dlsym, Source::Symtab, Source::Cumodule, Source::Manual].into_iter().find(|s| *s as u32 == v)
+    }
+    pub fn parse(s: &str) -> Option<Source> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" | "none" => Some(Source::None),
+            "dlsym" | "1" => Some(Source::Dlsym),
+            "symtab" | "2" => Some(Source::Symtab),
+            "cumodule" | "3" => Some(Source::Cumodule),
+            _ => None,
+        }
+    }
+    /// The resolution steps, in the order tried.
+    pub const STEPS: [Source; 3] = [Source::Dlsym, Source::Symtab, Source::Cumodule];
+}
+
+/// Where the state lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateRef {
+    /// In host memory, inside the library's writable segment.
+    Host { addr: usize, symbol_size: Option<usize> },
+    /// In a module's `__constant__` `nvshmemi_device_state_d` (step 3), a device address.
+    Device { addr: usize, symbol_size: usize },
+}
+
+impl StateRef {
+    pub fn address(&self) -> usize {
+        match *self {
+            StateRef::Host { addr, .. } | StateRef::Device { addr, .. } => addr,
+        }
+    }
+}
+
+/// What one step did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepOutcome {
+    pub source: Source,
+    /// `Ok` when the step found a state whose version check passed.
+    pub status: Status,
+    pub detail: String,
+}
+
+/// A successful resolution.
+#[derive(Debug)]
+pub struct Resolution {
+    pub lib: LoadedLibrary,
+    pub source: Source,
+    pub state: StateRef,
+    pub version_field: u32,
+    /// Every step tried, in order, with what it found.
+    pub steps: Vec<StepOutcome>,
+}
+
+/// The process-wide selection (0 = try all), set by `upcxx_extra_nvshmem_select_source` or
+/// `UPCXX_EXTRA_NVSHMEM_SOURCE`.
+static SELECTED: AtomicU32 = AtomicU32::new(u32::MAX);
+static RESOLVED: Mutex<Option<Arc<Resolution>>> = Mutex::new(None);
+static LAST_STEPS: Mutex<Vec<StepOutcome>> = Mutex::new(Vec::new());
+/// Step 3's module: (library path, load bias) -> state symbol. Loaded once per library and never
+/// unloaded: NVSHMEM keeps the module registered and may update it until `nvshmem_finalize`.
+static CUMODULE: Mutex<Option<(PathBuf, usize, StateRef)>> = Mutex::new(None);
+
+/// The selected step (`Source::None` = all in order).
+pub fn selected() -> Source {
+    let v = SELECTED.load(Ordering::Relaxed);
+    if v != u32::MAX {
+        return Source::from_u32(v).unwrap_or(Source::None);
+    }
+    let from_env = std::env::var("UPCXX_EXTRA_NVSHMEM_SOURCE").ok().and_then(|s| {
+        let p = Source::parse(&s);
+        if p.is_none() {
+            log::warn!("UPCXX_EXTRA_NVSHMEM_SOURCE={s:?} is not one of auto, dlsym, symtab, cumodule: ignored");
+        }
+        p
+    });
+    let s = from_env.unwrap_or(Source::None);
+    SELECTED.store(s as u32, Ordering::Relaxed);
+    s
+}
+
+/// Selects one step (or `Source::None` for all); forgets the cached resolution.
+pub fn select(source: Source) -> Result<()> {
+    if source == Source::Manual {
+        crate::fail!(InvalidArgument, "MANUAL is not a resolution step: use upcxx_extra_nvshmem_attach");
+    }
+    SELECTED.store(source as u32, Ordering::Relaxed);
+    *RESOLVED.lock() = None;
+    Ok(())
+}
+
+/// The steps tried by the last resolution (for reports).
+pub fn last_steps() -> Vec<StepOutcome> {
+    LAST_STEPS.lock().clone()
+}
+
+/// Reads `PREFIX_LEN` bytes of host memory that the loader mapped for the library.
+fn read_host_prefix(addr: usize) -> [u8; PREFIX_LEN] {
+    let mut out = [0u8; PREFIX_LEN];
+    for (i, b) in out.iter_mut().enumerate() {
+        // SAFETY: callers checked that [addr, addr + PREFIX_LEN) is inside a loaded writable
+        // segment; volatile because NVSHMEM writes it from other threads at init/finalize.
+        *b = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
+    }
+    out
+}
+
+fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what: &str) -> Result<(StateRef, u32)> {
+    if !lib.contains_writable(addr, PREFIX_LEN) {
+        crate::fail!(
+            UnsupportedLayout,
+            "{what} at 0x{addr:x} is not inside a loaded writable segment of {}",
+            lib.path.display()
+        );
+    }
+    if let Some(sz) = symbol_size {
+        if sz < PREFIX_LEN {
+            crate::fail!(UnsupportedLayout, "{what} is {sz} bytes, smaller than the {PREFIX_LEN} bytes read");
+        }
+    }
+    let fields = StateFields::decode(&read_host_prefix(addr));
+    layout::check_version(fields.version, symbol_size)
+        .map_err(|m| Error::new(Status::UnsupportedLayout, format!("{what} at 0x{addr:x}: {m}")))?;
+    Ok((StateRef::Host { addr, symbol_size }, fields.version))
+}
+
+fn step_dlsym(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
+    let state_exported = !lib.dlsym(c"nvshmemi_state").is_null();
+    let note = if state_exported {
+        "nvshmemi_state is exported but its layout is private: not read"
+    } else {
+        "nvshmemi_state is not exported"
+    };
+    let p = lib.dlsym(c"nvshmemi_device_state") as usize;
+    if p == 0 {
+        crate::fail!(StepUnavailable, "nvshmemi_device_state is not exported by {} (a LOCAL symbol); {note}", lib.path.display());
+    }
+    let size = elf::lookup(&lib.path, &["nvshmemi_device_state"])
+        .ok()
+        .and_then(|l| l.symbols[0])
+        .map(|s| s.size as usize);
+    let (state, version) = host_state(lib, p, size, "dlsym(nvshmemi_device_state)")?;
+    Ok((state, version, format!("dlsym(nvshmemi_device_state) = 0x{p:x}; {note}")))
+}
+
+fn step_symtab(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
+    let found = elf::lookup(&lib.path, &["nvshmemi_device_state"]).map_err(|m| Error::new(Status::StepUnavailable, m))?;
+    if !found.has_symtab {
+        crate::fail!(StepUnavailable, "{} has no .symtab (stripped)", lib.path.display());
+    }
+    let Some(sym) = found.symbols[0] else {
+        crate::fail!(StepUnavailable, "nvshmemi_device_state is not in the .symtab of {}", lib.path.display());
+    };
+    let addr = lib.load_bias.wrapping_add(sym.value as usize);
+    let (state, version) = host_state(lib, addr, Some(sym.size as usize), ".symtab nvshmemi_device_state")?;
+    Ok((
+        state,
+        version,
+        format!(
+            ".symtab nvshmemi_device_state: st_value 0x{:x}, st_size {}, address 0x{addr:x}, version 0x{version:x}",
+            sym.value, sym.size
+        ),
+    ))
+}
+
+/// The PTX module of step 3: the two globals `nvshmemx_cumodule_init` fills.
+pub fn cumodule_ptx(major: i32, minor: i32, patch: i32) -> String {
+    let bytes = |v: i32| v.to_le_bytes().iter().map(|b| b.to_string()).collect::<Vec<_>>().join(",");
+    format!(
+        ".version 6.0\n.target sm_50\n.address_size 64\n\
+         .visible .const .align 8 .b8 nvshmemi_device_state_d[{CUMODULE_STATE_BYTES}];\n\
+         .visible .const .align 4 .b8 nvshmemi_device_lib_version_d[12] = {{{},{},{}}};\n",
+        bytes(major),
+        bytes(minor),
+        bytes(patch.max(0))
+    )
+}
+
+/// Room for the state in the step-3 module (the 3.x states are 776 to 848 bytes).
+pub const CUMODULE_STATE_BYTES: usize = 8192;
+
+fn read_device_prefix(addr: usize) -> Result<[u8; PREFIX_LEN]> {
+    let mut out = [0u8; PREFIX_LEN];
+    cuda::copy_to_host(&mut out, addr).map_err(|m| Error::new(Status::CudaError, m))?;
+    Ok(out)
+}
+
+fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
+    let Some(init) = lib.api.cumodule_init else {
+        crate::fail!(StepUnavailable, "nvshmemx_cumodule_init is not exported by {}", lib.path.display());
+    };
+    if !cuda::driver_available() {
+        crate::fail!(StepUnavailable, "the CUDA driver (libcuda.so) is not loadable: the public route needs a GPU");
+    }
+    if !lib.is_initialized() {
+        crate::fail!(NotInitialized, "nvshmemx_cumodule_init needs an initialised NVSHMEM");
+    }
+    let mut cached = CUMODULE.lock();
+    let state = match &*cached {
+        Some((p, b, s)) if *p == lib.path && *b == lib.load_bias => *s,
+        _ => {
+            if !cuda::has_current_context().map_err(|m| Error::new(Status::CudaError, m))? {
+                crate::fail!(CudaError, "no current CUDA context on this thread (the public route loads a module)");
+            }
+            let (major, minor, patch) = lib.version().unwrap_or((3, 0, 0));
+            let module = cuda::Module::load_ptx(&cumodule_ptx(major, minor, patch)).map_err(|m| Error::new(Status::CudaError, m))?;
+            // SAFETY: public NVSHMEM API on a module we loaded.
+            let rc = unsafe { init(module.0 as *mut _) };
+            if rc != 0 {
+                crate::fail!(StepUnavailable, "nvshmemx_cumodule_init returned {rc}");
+            }
+            let (addr, size) = module.global(c"nvshmemi_device_state_d").map_err(|m| Error::new(Status::CudaError, m))?;
+            // NVSHMEM now holds the module: it must outlive NVSHMEM (see CUMODULE).
+            std::mem::forget(module);
+            let s = StateRef::Device { addr, symbol_size: size };
+            *cached = Some((lib.path.clone(), lib.load_bias, s));
+            s
+        }
+    };
+    drop(cached);
+    let fields = StateFields::decode(&read_device_prefix(state.address())?);
+    let claimed = layout::check_version(fields.version, None)
+        .map_err(|m| Error::new(Status::UnsupportedLayout, format!("nvshmemi_device_state_d: {m}")))?;
+    if claimed > CUMODULE_STATE_BYTES {
+        crate::fail!(UnsupportedLayout, "the state claims {claimed} bytes, more than the module's {CUMODULE_STATE_BYTES}");
+    }
+    Ok((state, fields.version, format!("nvshmemx_cumodule_init filled nvshmemi_device_state_d at device 0x{:x}, version 0x{:x}", state.address(), fields.version)))
+}
+
+fn run_step(lib: &LoadedLibrary, step: Source) -> Result<(StateRef, u32, String)> {
+    match step {
+        Source::Dlsym => step_dlsym(lib),
+        Source::Symtab => step_symtab(lib),
+        Source::Cumodule => step_cumodule(lib),
+        Source::None | Source::Manual => unreachable!("not a step"),
+    }
+}
+
+/// Runs the selected step(s) on `lib` without using any cache. `which` = `Source::None` tries all.
+pub fn resolve_in(lib: LoadedLibrary, which: Source) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
+    let steps: Vec<Source> = if which == Source::None { Source::STEPS.to_vec() } else { vec![which] };
+    let mut outcomes = Vec::new();
+    let mut errors: Vec<Error> = Vec::new();
+    for step in steps {
+        match run_step(&lib, step) {
+            Ok((state, version_field, detail)) => {
+                log::debug!("resolution step {}: {detail}", step.name());
+                outcomes.push(StepOutcome { source: step, status: Status::Ok, detail });
+                return Ok(Resolution { lib, source: step, state, version_field, steps: outcomes });
+            }
+            Err(e) => {
+                log::debug!("resolution step {} failed: {}", step.name(), e.message);
+                outcomes.push(StepOutcome { source: step, status: e.status, detail: e.message.clone() });
+                errors.push(e);
+            }
+        }
+    }
+    // The most telling status: a layout problem beats "not initialised" beats "unavailable".
+    let status = [Status::UnsupportedLayout, Status::CudaError, Status::NotInitialized]
+        .into_iter()
+        .find(|s| errors.iter().any(|e| e.status == *s))
+        .unwrap_or(Status::StepUnavailable);
+    let message = outcomes.iter().map(|o| format!("[{}] {}", o.source.name(), o.detail)).collect::<Vec<_>>().join("; ");
+    Err((Error::new(status, format!("no resolution step found the NVSHMEM state: {message}")), outcomes))
+}
+
+/// The loaded NVSHMEM library, or `NotLoaded`.
+pub fn loaded_library() -> Result<LoadedLibrary> {
+    nvshmem_lib::find_loaded().ok_or_else(|| {
+        Error::new(Status::NotLoaded, "no libnvshmem_host.so is loaded in this process (and no object exports nvshmemx_init_status)")
+    })
+}
+
+/// The cached resolution for the library loaded now (re-resolving if it changed).
+pub fn resolve() -> Result<Arc<Resolution>> {
+    let lib = loaded_library()?;
+    let which = selected();
+    let mut cached = RESOLVED.lock();
+    if let Some(r) = &*cached {
+        if r.lib.path == lib.path && r.lib.load_bias == lib.load_bias && (which == Source::None || which == r.source) {
+            return Ok(r.clone());
+        }
+    }
+    match resolve_in(lib, which) {
+        Ok(r) => {
+            *LAST_STEPS.lock() = r.steps.clone();
+            let r = Arc::new(r);
+            *cached = Some(r.clone());
+            Ok(r)
+        }
+        Err((e, outcomes)) => {
+            *LAST_STEPS.lock() = outcomes;
+            Err(e)
+        }
+    }
+}
+
+/// Reads the stable prefix of the state, live.
+pub fn read_fields(r: &Resolution) -> Result<StateFields> {
+    let mut f = match r.state {
+        StateRef::Host { addr, symbol_size } => {
+            let f = StateFields::decode(&read_host_prefix(addr));
+            layout::check_version(f.version, symbol_size)
+                .map_err(|m| Error::new(Status::UnsupportedLayout, format!("state at 0x{addr:x} changed: {m}")))?;
+            f
+        }
+        StateRef::Device { addr, .. } => {
+            let f = StateFields::decode(&read_device_prefix(addr)?);
+            layout::check_version(f.version, None).map_err(|m| Error::new(Status::UnsupportedLayout, m))?;
+            f
+        }
+    };
+    if let Some(skew) = debug_heap_base_skew() {
+        f.heap_base = f.heap_base.wrapping_add_signed(skew);
+    }
+    Ok(f)
+}
+
+/// Test knob: `UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW=<bytes>` shifts the heap base read, to
+/// show that a wrong layout is caught by validation (docs/robustness.md). Never set it in a job.
+fn debug_heap_base_skew() -> Option<isize> {
+    std::env::var("UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW").ok()?.trim().parse().ok()
+}
+
+/// Checks the fields against the public API: initialised, PE and PE count as reported by
+/// `nvshmem_my_pe`/`nvshmem_n_pes`, and `nvshmem_ptr(., my_pe)` non-NULL exactly on the heap's
+/// first and last byte and NULL just outside it.
+pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
+    if !lib.is_initialized() {
+        crate::fail!(NotInitialized, "nvshmemx_init_status() = {:?}: NVSHMEM is not initialised (or finalised)", lib.init_status());
+    }
+    let Some(ptr) = lib.api.ptr else {
+        crate::fail!(ValidationFailed, "nvshmem_ptr is not exported: cannot validate");
+    };
+    // SAFETY: public NVSHMEM API, safe after init.
+    let (pe, npes) = unsafe { (lib.api.my_pe.map(|g| g()), lib.api.n_pes.map(|g| g())) };
+    if pe.is_some_and(|p| p != f.mype) || npes.is_some_and(|n| n != f.npes) {
+        crate::fail!(
+            ValidationFailed,
+            "state says PE {} of {} but nvshmem_my_pe/nvshmem_n_pes say {:?} of {:?}",
+            f.mype,
+            f.npes,
+            pe,
+            npes
+        );
+    }
+    if f.npes <= 0 || f.mype < 0 || f.mype >= f.npes {
+        crate::fail!(ValidationFailed, "state says PE {} of {}", f.mype, f.npes);
+    }
+    let (base, size) = (f.heap_base, f.heap_size);
+    if base == 0 || size == 0 || base.checked_add(size).is_none() {
+        crate::fail!(ValidationFailed, "state says heap [0x{base:x}, +0x{size:x}), which is not a valid range");
+    }
+    let me = f.mype as c_int;
+    // SAFETY: nvshmem_ptr only compares the address against its heap; it never dereferences it.
+    let q = |a: usize| unsafe { ptr(a as *const _, me) } as usize;
+    let checks = [
+        (base, q(base) == base, "nvshmem_ptr(base) == base"),
+        (base - 1, q(base - 1) == 0, "nvshmem_ptr(base - 1) == NULL"),
+        (base + size - 1, q(base + size - 1) != 0, "nvshmem_ptr(base + size - 1) != NULL"),
+        (base + size, q(base + size) == 0, "nvshmem_ptr(base + size) == NULL"),
+    ];
+    for (addr, ok, what) in checks {
+        if !ok {
+            crate::fail!(
+                ValidationFailed,
+                "heap [0x{base:x}, 0x{:x}) of PE {me} failed the check {what} at 0x{addr:x}",
+                base + size
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A validated, live description of the heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveHeap {
+    pub fields: StateFields,
+    pub mapped_size: usize,
+    pub device: i32,
+    pub version: (i32, i32, i32),
+    pub source: Source,
+}
+
+/// Finds, reads and validates the heap now.
+pub fn query_live() -> Result<LiveHeap> {
+    let lib = loaded_library()?;
+    if !lib.is_initialized() {
+        crate::fail!(
+            NotInitialized,
+            "{}: nvshmemx_init_status() = {:?}: NVSHMEM is not initialised (or finalised)",
+            lib.path.display(),
+            lib.init_status()
+        );
+    }
+    let r = resolve()?;
+    let fields = read_fields(&r)?;
+    validate(&r.lib, &fields)?;
+    let mapped_size = cuda::mapped_extent(fields.heap_base, fields.heap_size).unwrap_or_else(|m| {
+        log::warn!("mapped extent unknown: {m}");
+        0
+    });
+    let device = cuda::device_of(fields.heap_base).unwrap_or(-1);
+    Ok(LiveHeap { fields, mapped_size, device, version: r.lib.version().unwrap_or((-1, -1, -1)), source: r.source })
+}
+
+/// Resolves where the state is, at load time, when NVSHMEM is already in the process.
+pub fn resolve_at_load() {
+    if nvshmem_lib::find_loaded().is_some() {
+        if let Err(e) = resolve() {
+            log::debug!("load-time resolution: {}", e.message);
+        }
+    }
+}
+
+/// What `upcxx_extra_nvshmem_locate` reports: where one step (or the first that works) finds the
+/// state. Needs no initialised NVSHMEM for steps 1 and 2.
+#[derive(Clone, Debug)]
+pub struct Location {
+    pub source: Source,
+    pub library: PathBuf,
+    pub state: StateRef,
+    pub version_field: u32,
+    pub steps: Vec<StepOutcome>,
+}
+
+pub fn locate(which: Source) -> Result<Location> {
+    if which == Source::Manual {
+        crate::fail!(InvalidArgument, "MANUAL is not a resolution step");
+    }
+    let lib = loaded_library()?;
+    match resolve_in(lib, which) {
+        Ok(r) => Ok(Location { source: r.source, library: r.lib.path.clone(), state: r.state, version_field: r.version_field, steps: r.steps }),
+        Err((e, _)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_declares_both_symbols() {
+        let p = cumodule_ptx(3, 4, 5);
+        assert!(p.contains("nvshmemi_device_state_d[8192]"));
+        assert!(p.contains("nvshmemi_device_lib_version_d[12] = {3,0,0,0,4,0,0,0,5,0,0,0}"));
+    }
+
+    #[test]
+    fn source_parse() {
+        assert_eq!(Source::parse("SymTab"), Some(Source::Symtab));
+        assert_eq!(Source::parse("auto"), Some(Source::None));
+        assert_eq!(Source::parse("bogus"), None);
+        assert_eq!(Source::from_u32(3), Some(Source::Cumodule));
+        assert_eq!(Source::from_u32(9), None);
+    }
+}

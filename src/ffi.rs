@@ -1,0 +1,448 @@
+//! The C ABI. Every exported function runs its body inside the panic boundary
+//! ([`crate::status::boundary`]); `tests/panic_boundary.rs` fails if one does not.
+
+use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
+use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_value};
+use crate::table::{self, Heap, PeerSpec, Peers, Snapshot};
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ptr::addr_of;
+
+/// A description of the local symmetric heap.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UpcxxExtraNvshmemHeapInfo {
+    /// First byte of the heap on this PE.
+    pub base: *mut c_void,
+    /// Reserved size in bytes (NVSHMEM's `heap_size`; 128 GiB, 256 GiB from 3.5, under CUDA VMM).
+    pub size: usize,
+    /// Bytes mapped from `base` now (the heap grows on demand); 0 when unknown.
+    pub mapped_size: usize,
+    /// This process's PE.
+    pub my_pe: c_int,
+    /// Number of PEs.
+    pub n_pes: c_int,
+    /// CUDA device ordinal holding the heap, -1 when unknown.
+    pub device: c_int,
+    /// NVSHMEM version (major, minor, patch); -1 when unknown or MANUAL.
+    pub version_major: c_int,
+    pub version_minor: c_int,
+    pub version_patch: c_int,
+    /// Which resolution step served (output only; `attach` ignores it and reports MANUAL).
+    pub source: UpcxxExtraNvshmemSource,
+}
+
+/// One PE's entry for `upcxx_extra_nvshmem_set_peers`, indexed by PE.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UpcxxExtraNvshmemPeer {
+    /// The UPC++ rank of this PE (the ranks must be a permutation of 0..n_pes-1).
+    pub rank: c_int,
+    /// This PE's heap base (in its own address space).
+    pub base: *mut c_void,
+}
+
+/// A global pointer in UPC++ terms: the rank and the address on that rank.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UpcxxExtraNvshmemGptr {
+    /// UPC++ rank that owns the bytes.
+    pub rank: c_int,
+    /// CUDA device ordinal holding the bytes: known for the local PE, -1 for other PEs.
+    pub device: c_int,
+    /// The address on that rank.
+    pub raw: *mut c_void,
+    /// The NVSHMEM PE (the `pe` argument).
+    pub pe: c_int,
+}
+
+/// Where a resolution step finds NVSHMEM's state (`upcxx_extra_nvshmem_locate`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct UpcxxExtraNvshmemLocation {
+    /// The step that found it.
+    pub source: UpcxxExtraNvshmemSource,
+    /// The NVSHMEM host library file (static storage, valid for the life of the process).
+    pub library: *const c_char,
+    /// Address of the state: host memory for DLSYM/SYMTAB, device memory for CUMODULE.
+    pub address: *mut c_void,
+    /// Size of the symbol holding the state (0 when unknown).
+    pub symbol_size: usize,
+    /// The state's version field (0x10000 + its size).
+    pub version_field: u32,
+    /// True when `address` is a device address (CUMODULE).
+    pub is_device_address: bool,
+}
+
+fn nonnull<T>(p: *const T, what: &str) -> Result<()> {
+    if p.is_null() { Err(Error::new(Status::NullArgument, format!("{what} is NULL"))) } else { Ok(()) }
+}
+
+fn heap_to_info(h: &Heap) -> UpcxxExtraNvshmemHeapInfo {
+    UpcxxExtraNvshmemHeapInfo {
+        base: h.base as *mut c_void,
+        size: h.size,
+        mapped_size: h.mapped_size,
+        my_pe: h.my_pe,
+        n_pes: h.n_pes,
+        device: h.device,
+        version_major: h.version.0,
+        version_minor: h.version.1,
+        version_patch: h.version.2,
+        source: h.source,
+    }
+}
+
+/// Interns a string for the life of the process (a handful of library paths at most).
+fn intern(s: &str) -> *const c_char {
+    static STRINGS: parking_lot::Mutex<Vec<&'static CStr>> = parking_lot::Mutex::new(Vec::new());
+    let mut v = STRINGS.lock();
+    if let Some(c) = v.iter().find(|c| c.to_bytes() == s.as_bytes()) {
+        return c.as_ptr();
+    }
+    let c: &'static CStr = Box::leak(CString::new(s.replace('\0', "")).unwrap_or_default().into_boxed_c_str());
+    v.push(c);
+    c.as_ptr()
+}
+
+/// Discovers the heap now, publishing it for translation (keeping the peer table when the heap
+/// is unchanged, dropping heap and table when NVSHMEM is gone).
+fn discover_and_publish() -> Result<Heap> {
+    match discovery::query_live() {
+        Ok(live) => {
+            let f = live.fields;
+            let heap = Heap {
+                base: f.heap_base,
+                size: f.heap_size,
+                mapped_size: live.mapped_size,
+                my_pe: f.mype,
+                n_pes: f.npes,
+                device: live.device,
+                version: live.version,
+                source: live.source,
+            };
+            table::update(|cur| {
+                let peers = cur.filter(|c| c.heap.same_heap(&heap)).and_then(|c| c.peers.clone());
+                Ok(Some(Snapshot { heap, peers }))
+            })?;
+            Ok(heap)
+        }
+        Err(e) => {
+            if matches!(e.status, Status::NotLoaded | Status::NotInitialized) {
+                // NVSHMEM is gone: never translate against a heap that no longer exists.
+                let _ = table::update(|cur| Ok(cur.filter(|c| c.heap.source == Source::Manual).map(|c| Snapshot { heap: c.heap, peers: c.peers.clone() })));
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The heap translation uses: the published one, else discovered now.
+fn current_heap() -> Result<Heap> {
+    match table::current() {
+        Some(s) => Ok(s.heap),
+        None => discover_and_publish(),
+    }
+}
+
+/// Describes the local symmetric heap: the attached one (source MANUAL) or, otherwise, NVSHMEM's,
+/// found, read live and validated now.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_heap_query", || {
+        nonnull(out, "out")?;
+        let heap = match table::current() {
+            Some(s) if s.heap.source == Source::Manual => s.heap,
+            _ => discover_and_publish()?,
+        };
+        // SAFETY: out is non-NULL and points to caller storage.
+        unsafe { out.write(heap_to_info(&heap)) };
+        Ok(())
+    })
+}
+
+/// Describes the heap by hand, skipping discovery (custom builds, tests). Replaces any heap and
+/// peer table. `info->source` is ignored.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_attach", || {
+        nonnull(info, "info")?;
+        // SAFETY: field-wise reads; `source` (an enum a caller may have left invalid) is not read.
+        let heap = unsafe {
+            Heap {
+                base: addr_of!((*info).base).read() as usize,
+                size: addr_of!((*info).size).read(),
+                mapped_size: addr_of!((*info).mapped_size).read(),
+                my_pe: addr_of!((*info).my_pe).read(),
+                n_pes: addr_of!((*info).n_pes).read(),
+                device: addr_of!((*info).device).read(),
+                version: (
+                    addr_of!((*info).version_major).read(),
+                    addr_of!((*info).version_minor).read(),
+                    addr_of!((*info).version_patch).read(),
+                ),
+                source: Source::Manual,
+            }
+        };
+        heap.check()?;
+        table::publish(Some(Snapshot { heap, peers: None }));
+        Ok(())
+    })
+}
+
+/// Forgets the heap and the peer table (attached or discovered).
+#[unsafe(no_mangle)]
+pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_detach", || {
+        table::publish(None);
+        Ok(())
+    })
+}
+
+/// The offset of `addr` from the local heap base.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_offset", || {
+        nonnull(addr, "addr")?;
+        nonnull(offset, "offset")?;
+        let heap = current_heap()?;
+        let off = heap.offset_of(addr as usize)?;
+        // SAFETY: non-NULL caller storage.
+        unsafe { offset.write(off) };
+        Ok(())
+    })
+}
+
+/// Fills the table: `peers[pe]` is PE `pe`'s UPC++ rank and heap base. `n_pes` must equal the
+/// heap's PE count and `peers[my_pe].base` the local heap base.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const UpcxxExtraNvshmemPeer) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_set_peers", || {
+        nonnull(peers, "peers")?;
+        if n_pes <= 0 {
+            crate::fail!(InvalidArgument, "n_pes is {n_pes}");
+        }
+        let heap = current_heap()?;
+        if n_pes != heap.n_pes {
+            crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {} PEs", heap.n_pes);
+        }
+        // SAFETY: the caller passes n_pes entries.
+        let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
+        let specs: Vec<PeerSpec> = given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect();
+        install_peers(heap, &specs)
+    })
+}
+
+fn install_peers(heap: Heap, specs: &[PeerSpec]) -> Result<()> {
+    let peers = Peers::build(&heap, specs)?;
+    table::update(|cur| {
+        if cur.is_none_or(|c| !c.heap.same_heap(&heap)) {
+            crate::fail!(InvalidArgument, "the heap changed while the table was being built");
+        }
+        Ok(Some(Snapshot { heap, peers: Some(peers) }))
+    })
+}
+
+/// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
+/// array), and `pe_to_rank[pe]` as PE -> rank map (NULL = identity; else `n_pes` entries).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_set_peers_from_nvshmem", || {
+        let heap = discover_and_publish()?;
+        let r = discovery::resolve()?;
+        let f = discovery::read_fields(&r)?;
+        let n = heap.n_pes as usize;
+        if f.peer_heap_base_remote == 0 {
+            crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
+        }
+        let mut bytes = vec![0u8; n * 8];
+        crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| Error::new(Status::CudaError, m))?;
+        let ranks: Vec<c_int> = if pe_to_rank.is_null() {
+            (0..heap.n_pes).collect()
+        } else {
+            // SAFETY: the caller passes n_pes entries.
+            unsafe { std::slice::from_raw_parts(pe_to_rank, n) }.to_vec()
+        };
+        let specs: Vec<PeerSpec> = bytes
+            .chunks_exact(8)
+            .zip(ranks)
+            .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
+            .collect();
+        install_peers(heap, &specs)
+    })
+}
+
+/// The global pointer to PE `pe`'s copy of the symmetric object at `sym_addr` (a local heap address).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
+    sym_addr: *const c_void,
+    pe: c_int,
+    out: *mut UpcxxExtraNvshmemGptr,
+) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_to_global_ptr", || {
+        nonnull(sym_addr, "sym_addr")?;
+        nonnull(out, "out")?;
+        let g = table::with_snapshot(|s| match s {
+            Some(s) => s.to_global(sym_addr as usize, pe),
+            None => Err(no_table()),
+        })?;
+        // SAFETY: non-NULL caller storage.
+        unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+        Ok(())
+    })
+}
+
+fn no_table() -> Error {
+    Error::new(Status::TableNotSet, "no heap and no peer table: call upcxx_extra_nvshmem_heap_query or attach, then set_peers")
+}
+
+/// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
+    rank: c_int,
+    raw: *const c_void,
+    sym_addr: *mut *mut c_void,
+    pe: *mut c_int,
+) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_from_global_ptr", || {
+        nonnull(raw, "raw")?;
+        nonnull(sym_addr, "sym_addr")?;
+        nonnull(pe, "pe")?;
+        let (sym, p) = table::with_snapshot(|s| match s {
+            Some(s) => s.from_global(rank, raw as usize),
+            None => Err(no_table()),
+        })?;
+        // SAFETY: non-NULL caller storage.
+        unsafe {
+            sym_addr.write(sym as *mut c_void);
+            pe.write(p);
+        }
+        Ok(())
+    })
+}
+
+/// A static description of a status (any integer is accepted).
+#[unsafe(no_mangle)]
+pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
+    boundary_value(c"internal error".as_ptr(), || {
+        Status::ALL
+            .iter()
+            .find(|s| **s as c_int == status)
+            .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
+    })
+}
+
+/// The detail of the last failure on this thread (names the address, heap range, PE). Valid
+/// until the next failing call on this thread; "" when nothing has failed.
+#[unsafe(no_mangle)]
+pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
+    boundary_value(c"".as_ptr(), crate::status::last_error_ptr)
+}
+
+/// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
+/// in order, DLSYM, SYMTAB or CUMODULE). Overrides `UPCXX_EXTRA_NVSHMEM_SOURCE`.
+#[unsafe(no_mangle)]
+pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_select_source", || {
+        let s = u32::try_from(source)
+            .ok()
+            .and_then(Source::from_u32)
+            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{source} is not a source")))?;
+        discovery::select(s)
+    })
+}
+
+/// Runs one resolution step (`source`, or NONE for the first that works) and says where it
+/// finds NVSHMEM's state. Needs no initialised NVSHMEM for DLSYM and SYMTAB.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut UpcxxExtraNvshmemLocation) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_locate", || {
+        nonnull(out, "out")?;
+        let which = u32::try_from(source)
+            .ok()
+            .and_then(Source::from_u32)
+            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{source} is not a source")))?;
+        let loc = discovery::locate(which)?;
+        let (symbol_size, device) = match loc.state {
+            StateRef::Host { symbol_size, .. } => (symbol_size.unwrap_or(0), false),
+            StateRef::Device { symbol_size, .. } => (symbol_size, true),
+        };
+        // SAFETY: non-NULL caller storage.
+        unsafe {
+            out.write(UpcxxExtraNvshmemLocation {
+                source: loc.source,
+                library: intern(&loc.library.to_string_lossy()),
+                address: loc.state.address() as *mut c_void,
+                symbol_size,
+                version_field: loc.version_field,
+                is_device_address: device,
+            })
+        };
+        Ok(())
+    })
+}
+
+/// Bytes of heap memory the current peer table holds (0 for uniform bases with PE == rank).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_table_bytes", || {
+        nonnull(out, "out")?;
+        let s = table::current().ok_or_else(no_table)?;
+        let bytes = s.peers.as_ref().ok_or_else(no_table)?.bytes();
+        // SAFETY: non-NULL caller storage.
+        unsafe { out.write(bytes) };
+        Ok(())
+    })
+}
+
+/// Writes the doctor's report for this process (library, steps, layout check, and, when NVSHMEM
+/// is initialised, base, sizes, PE, device, the step that served, validation) to `file`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_report", || {
+        nonnull(file, "file")?;
+        let text = CString::new(crate::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
+        // SAFETY: caller's open FILE*.
+        if unsafe { libc::fputs(text.as_ptr(), file) } < 0 {
+            crate::fail!(InvalidArgument, "writing the report to the FILE* failed");
+        }
+        Ok(())
+    })
+}
+
+/// Like `upcxx_extra_nvshmem_report`, into `buf` (`len` bytes, NUL-terminated). `*needed`
+/// (optional) receives the size including the NUL; BUFFER_TOO_SMALL when it does not fit.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_report_buffer", || {
+        let text = crate::report::in_process().to_text().replace('\0', "");
+        let need = text.len() + 1;
+        if !needed.is_null() {
+            // SAFETY: non-NULL caller storage.
+            unsafe { needed.write(need) };
+        }
+        if buf.is_null() && len > 0 {
+            crate::fail!(NullArgument, "buf is NULL but len is {len}");
+        }
+        if len < need {
+            crate::fail!(BufferTooSmall, "the report needs {need} bytes, the buffer has {len}");
+        }
+        // SAFETY: buf has len >= need bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, buf, text.len());
+            buf.add(text.len()).write(0);
+        }
+        Ok(())
+    })
+}
+
+/// This library's version, e.g. "0.1.0".
+#[unsafe(no_mangle)]
+pub extern "C" fn upcxx_extra_nvshmem_version() -> *const c_char {
+    boundary_value(c"".as_ptr(), || {
+        static V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"",
+        };
+        V.as_ptr()
+    })
+}

@@ -1,0 +1,265 @@
+//! Finding the NVSHMEM host library that is already loaded in this process, and its public API.
+//!
+//! This library is never linked against NVSHMEM. It looks for `libnvshmem_host.so*` among the
+//! loaded objects (`dl_iterate_phdr`), falling back to `dladdr` on a global `nvshmem_ptr` (a
+//! static or renamed build), and takes a `RTLD_NOLOAD` handle to it for `dlsym`.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::path::PathBuf;
+
+/// `nvshmemx_init_status()` value from which NVSHMEM is initialised (`NVSHMEM_STATUS_IS_INITIALIZED`).
+pub const STATUS_IS_INITIALIZED: c_int = 2;
+/// `NVSHMEM_STATUS_INVALID`.
+pub const STATUS_INVALID: c_int = c_int::MAX;
+
+/// The public NVSHMEM host functions this library calls. Each may be missing in an odd build.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PublicApi {
+    pub init_status: Option<unsafe extern "C" fn() -> c_int>,
+    pub ptr: Option<unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void>,
+    pub my_pe: Option<unsafe extern "C" fn() -> c_int>,
+    pub n_pes: Option<unsafe extern "C" fn() -> c_int>,
+    pub info_get_version: Option<unsafe extern "C" fn(*mut c_int, *mut c_int)>,
+    pub info_get_name: Option<unsafe extern "C" fn(*mut c_char)>,
+    pub cumodule_init: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+    pub cumodule_finalize: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+}
+
+/// One loaded segment of the library (absolute addresses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    pub start: usize,
+    pub end: usize,
+    pub writable: bool,
+}
+
+/// The NVSHMEM host library as loaded in this process.
+#[derive(Debug)]
+pub struct LoadedLibrary {
+    /// The file it was loaded from.
+    pub path: PathBuf,
+    /// The load bias: symbol value + bias = address.
+    pub load_bias: usize,
+    /// Its PT_LOAD segments.
+    pub segments: Vec<Segment>,
+    /// A `dlopen(RTLD_NOLOAD)` handle (keeps the library loaded while we hold it).
+    pub handle: Handle,
+    pub api: PublicApi,
+}
+
+/// A `dlopen` handle, closed on drop.
+#[derive(Debug)]
+pub struct Handle(pub *mut c_void);
+// SAFETY: a dlopen handle is a process-wide token; dlsym/dlclose are thread-safe.
+unsafe impl Send for Handle {}
+unsafe impl Sync for Handle {}
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: the handle came from dlopen and is closed exactly once.
+            unsafe { libc::dlclose(self.0) };
+        }
+    }
+}
+
+impl LoadedLibrary {
+    /// Does `[addr, addr + len)` lie inside one loaded writable segment of this library?
+    pub fn contains_writable(&self, addr: usize, len: usize) -> bool {
+        self.segments.iter().any(|s| {
+            s.writable && addr >= s.start && addr.checked_add(len).is_some_and(|e| e <= s.end)
+        })
+    }
+
+    /// `dlsym` in this library; NULL when the symbol is not exported.
+    pub fn dlsym(&self, name: &CStr) -> *mut c_void {
+        // SAFETY: valid handle and NUL-terminated name.
+        unsafe { libc::dlsym(self.handle.0, name.as_ptr()) }
+    }
+
+    /// `nvshmemx_init_status()`, or None when the build lacks it.
+    pub fn init_status(&self) -> Option<c_int> {
+        // SAFETY: a public NVSHMEM function without arguments, safe before init.
+        self.api.init_status.map(|f| unsafe { f() })
+    }
+
+    /// True when `nvshmemx_init_status()` says NVSHMEM is initialised.
+    pub fn is_initialized(&self) -> bool {
+        matches!(self.init_status(), Some(s) if (STATUS_IS_INITIALIZED..STATUS_INVALID).contains(&s))
+    }
+
+    /// `(major, minor, patch)` from `nvshmem_info_get_version` / `nvshmem_info_get_name`
+    /// (both callable before init). Patch is -1 when the name does not carry it.
+    pub fn version(&self) -> Option<(i32, i32, i32)> {
+        let get = self.api.info_get_version?;
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: public API, writes two ints.
+        unsafe { get(&mut major, &mut minor) };
+        let patch = self
+            .name()
+            .and_then(|n| parse_vendor_patch(&n, major, minor))
+            .unwrap_or(-1);
+        Some((major, minor, patch))
+    }
+
+    /// `nvshmem_info_get_name` (e.g. "NVSHMEM v3.4.5").
+    pub fn name(&self) -> Option<String> {
+        let get = self.api.info_get_name?;
+        // NVSHMEM_MAX_NAME_LEN is 256; leave generous room.
+        let mut buf = vec![0 as c_char; 1024];
+        // SAFETY: the buffer exceeds NVSHMEM_MAX_NAME_LEN.
+        unsafe { get(buf.as_mut_ptr()) };
+        // SAFETY: zero-initialised buffer, so it is NUL-terminated.
+        let s = unsafe { CStr::from_ptr(buf.as_ptr()) };
+        Some(s.to_string_lossy().into_owned())
+    }
+}
+
+/// "NVSHMEM v3.4.5" -> 5 when major/minor agree.
+pub fn parse_vendor_patch(name: &str, major: i32, minor: i32) -> Option<i32> {
+    let v = name.rsplit('v').next()?;
+    let mut it = v.trim().split('.').map(|p| p.trim().parse::<i32>());
+    match (it.next(), it.next(), it.next()) {
+        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c))) if a == major && b == minor => Some(c),
+        _ => None,
+    }
+}
+
+/// Does this file name look like the NVSHMEM host library?
+pub fn is_host_library_name(path: &str) -> bool {
+    path.rsplit('/').next().is_some_and(|f| f.starts_with("libnvshmem_host.so"))
+}
+
+struct Found {
+    path: Option<PathBuf>,
+    load_bias: usize,
+    segments: Vec<Segment>,
+}
+
+struct Search {
+    want_name: bool,
+    addr: usize,
+    found: Option<Found>,
+}
+
+unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
+    // SAFETY: called by dl_iterate_phdr with a valid info; data is our &mut Search.
+    let (info, search) = unsafe { (&*info, &mut *(data as *mut Search)) };
+    let name = if info.dlpi_name.is_null() {
+        String::new()
+    } else {
+        // SAFETY: NUL-terminated name provided by the loader.
+        unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy().into_owned()
+    };
+    let bias = info.dlpi_addr as usize;
+    let mut segments = Vec::new();
+    for i in 0..info.dlpi_phnum as usize {
+        // SAFETY: dlpi_phdr has dlpi_phnum entries.
+        let ph = unsafe { &*info.dlpi_phdr.add(i) };
+        if ph.p_type == libc::PT_LOAD {
+            let start = bias.wrapping_add(ph.p_vaddr as usize);
+            segments.push(Segment { start, end: start + ph.p_memsz as usize, writable: ph.p_flags & libc::PF_W != 0 });
+        }
+    }
+    let hit = if search.want_name {
+        is_host_library_name(&name)
+    } else {
+        segments.iter().any(|s| search.addr >= s.start && search.addr < s.end)
+    };
+    if hit {
+        let path = if name.is_empty() { std::fs::read_link("/proc/self/exe").ok() } else { Some(PathBuf::from(name)) };
+        search.found = Some(Found { path, load_bias: bias, segments });
+        return 1;
+    }
+    0
+}
+
+fn iterate(search: &mut Search) {
+    // SAFETY: the callback matches the expected signature and only touches `search`.
+    unsafe { libc::dl_iterate_phdr(Some(phdr_callback), search as *mut Search as *mut c_void) };
+}
+
+/// Finds the loaded NVSHMEM host library, or None when no such library is in the process.
+pub fn find_loaded() -> Option<LoadedLibrary> {
+    let mut search = Search { want_name: true, addr: 0, found: None };
+    iterate(&mut search);
+    if search.found.is_none() {
+        // A build under another name, or linked statically: find the object defining nvshmem_ptr.
+        // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name.
+        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"nvshmemx_init_status".as_ptr()) };
+        if sym.is_null() {
+            return None;
+        }
+        search = Search { want_name: false, addr: sym as usize, found: None };
+        iterate(&mut search);
+    }
+    let found = search.found?;
+    let path = found.path?;
+    let cpath = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: RTLD_NOLOAD only returns a handle to an object that is already loaded.
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    let handle = if handle.is_null() {
+        // The main executable: the global handle finds its exported symbols.
+        // SAFETY: dlopen(NULL) returns the handle of the main program.
+        unsafe { libc::dlopen(std::ptr::null(), libc::RTLD_LAZY) }
+    } else {
+        handle
+    };
+    if handle.is_null() {
+        return None;
+    }
+    let mut lib = LoadedLibrary {
+        path,
+        load_bias: found.load_bias,
+        segments: found.segments,
+        handle: Handle(handle),
+        api: PublicApi::default(),
+    };
+    lib.api = resolve_api(&lib);
+    Some(lib)
+}
+
+macro_rules! sym {
+    ($lib:expr, $name:literal) => {{
+        let p = $lib.dlsym($name);
+        // SAFETY: the symbol, when present, is the public NVSHMEM function of this signature.
+        if p.is_null() { None } else { Some(unsafe { std::mem::transmute::<*mut c_void, _>(p) }) }
+    }};
+}
+
+fn resolve_api(lib: &LoadedLibrary) -> PublicApi {
+    PublicApi {
+        init_status: sym!(lib, c"nvshmemx_init_status"),
+        ptr: sym!(lib, c"nvshmem_ptr"),
+        my_pe: sym!(lib, c"nvshmem_my_pe"),
+        n_pes: sym!(lib, c"nvshmem_n_pes"),
+        info_get_version: sym!(lib, c"nvshmem_info_get_version"),
+        info_get_name: sym!(lib, c"nvshmem_info_get_name"),
+        cumodule_init: sym!(lib, c"nvshmemx_cumodule_init"),
+        cumodule_finalize: sym!(lib, c"nvshmemx_cumodule_finalize"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(is_host_library_name("/x/lib/libnvshmem_host.so.3"));
+        assert!(is_host_library_name("libnvshmem_host.so"));
+        assert!(!is_host_library_name("/x/libnvshmem_device.a"));
+        assert!(!is_host_library_name("/libnvshmem_host.so.3/libc.so.6"));
+    }
+
+    #[test]
+    fn vendor_patch() {
+        assert_eq!(parse_vendor_patch("NVSHMEM v3.4.5", 3, 4), Some(5));
+        assert_eq!(parse_vendor_patch("NVSHMEM v3.4.5", 3, 5), None);
+        assert_eq!(parse_vendor_patch("garbage", 3, 4), None);
+    }
+
+    #[test]
+    fn not_loaded_in_a_plain_test_process() {
+        assert!(find_loaded().is_none());
+    }
+}

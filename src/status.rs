@@ -1,0 +1,166 @@
+//! Status codes, the thread-local last-error message, and the panic boundary that every exported
+//! function runs its body inside.
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The result of every call of the C ABI.
+///
+/// `OK` is 0; every other value names one kind of failure. The detail of the last failure on the
+/// calling thread (the address, the heap range, the PE) is in `upcxx_extra_nvshmem_last_error()`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpcxxExtraNvshmemStatus {
+    /// Success.
+    Ok = 0,
+    /// A pointer argument that must not be NULL was NULL.
+    NullArgument = 1,
+    /// No NVSHMEM host library (`libnvshmem_host.so.*`) is loaded in this process.
+    NotLoaded = 2,
+    /// NVSHMEM is loaded but not initialised (or already finalised).
+    NotInitialized = 3,
+    /// The NVSHMEM state was found but its layout is not one this library knows.
+    UnsupportedLayout = 4,
+    /// The heap description read from NVSHMEM did not pass the check against the public API.
+    ValidationFailed = 5,
+    /// The address is not inside the symmetric heap.
+    OutOfHeap = 6,
+    /// The PE number is negative or not less than the number of PEs.
+    BadPe = 7,
+    /// The UPC++ rank is negative, out of range, or not in the table.
+    BadRank = 8,
+    /// No peer table has been set (`upcxx_extra_nvshmem_set_peers`).
+    TableNotSet = 9,
+    /// An argument is out of its allowed range (a size of 0, an overflowing range, duplicate ranks...).
+    InvalidArgument = 10,
+    /// The selected resolution step is not available in this process (symbol not exported,
+    /// `.symtab` stripped, no CUDA driver...).
+    StepUnavailable = 11,
+    /// A CUDA driver call failed.
+    CudaError = 12,
+    /// The output buffer is too small; the needed size was written.
+    BufferTooSmall = 13,
+    /// A panic was caught at the C ABI boundary (a bug in this library; please report it).
+    Panic = 14,
+}
+
+pub use UpcxxExtraNvshmemStatus as Status;
+
+impl Status {
+    /// Every status, in numeric order (used by tests and `strerror`).
+    pub const ALL: [Status; 15] = [
+        Status::Ok,
+        Status::NullArgument,
+        Status::NotLoaded,
+        Status::NotInitialized,
+        Status::UnsupportedLayout,
+        Status::ValidationFailed,
+        Status::OutOfHeap,
+        Status::BadPe,
+        Status::BadRank,
+        Status::TableNotSet,
+        Status::InvalidArgument,
+        Status::StepUnavailable,
+        Status::CudaError,
+        Status::BufferTooSmall,
+        Status::Panic,
+    ];
+
+    /// The static, NUL-terminated description of the status.
+    pub fn description(self) -> &'static CStr {
+        match self {
+            Status::Ok => c"success",
+            Status::NullArgument => c"a required pointer argument is NULL",
+            Status::NotLoaded => c"NVSHMEM host library is not loaded in this process",
+            Status::NotInitialized => c"NVSHMEM is not initialised (or already finalised)",
+            Status::UnsupportedLayout => c"NVSHMEM state has a layout this library does not support",
+            Status::ValidationFailed => c"the heap found does not pass validation against nvshmem_ptr",
+            Status::OutOfHeap => c"address is outside the NVSHMEM symmetric heap",
+            Status::BadPe => c"PE number out of range",
+            Status::BadRank => c"UPC++ rank out of range or not in the table",
+            Status::TableNotSet => c"the peer table is not set",
+            Status::InvalidArgument => c"invalid argument",
+            Status::StepUnavailable => c"the selected resolution step is not available",
+            Status::CudaError => c"a CUDA driver call failed",
+            Status::BufferTooSmall => c"output buffer too small",
+            Status::Panic => c"internal error: a panic was caught at the C ABI boundary",
+        }
+    }
+}
+
+/// A failure: the status plus the detail message for `last_error`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub status: Status,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(status: Status, message: impl Into<String>) -> Self {
+        Error { status, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Shorthand for `Err(Error::new(status, format!(...)))`.
+#[macro_export]
+macro_rules! fail {
+    ($status:ident, $($arg:tt)*) => {
+        return Err($crate::status::Error::new($crate::status::Status::$status, format!($($arg)*)))
+    };
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Records `message` as this thread's last error.
+pub fn set_last_error(message: &str) {
+    let c = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
+    // `try_with`: during thread teardown the slot may be gone; then there is nowhere to record.
+    let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = c);
+}
+
+/// Pointer to this thread's last error message (valid until the next failing call on this thread).
+pub fn last_error_ptr() -> *const c_char {
+    LAST_ERROR
+        .try_with(|slot| slot.borrow().as_ptr())
+        .unwrap_or(c"".as_ptr())
+}
+
+/// The panic boundary. Every exported function's body runs inside it: a panic becomes
+/// `Status::Panic`, an `Err` becomes its status with the message recorded as the last error.
+pub fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> Status {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => Status::Ok,
+        Ok(Err(e)) => {
+            log::debug!("{name}: {:?}: {}", e.status, e.message);
+            set_last_error(&format!("{name}: {}", e.message));
+            e.status
+        }
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("{name}: internal panic caught at the C ABI boundary: {what}"));
+            Status::Panic
+        }
+    }
+}
+
+/// The panic boundary for exported functions that return a value rather than a status.
+pub fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+}
