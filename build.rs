@@ -5,6 +5,11 @@ fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("upcxx_extra_nvshmem.h");
     println!("cargo:rerun-if-changed=src");
+    // The shared library's soname carries the major version (0 until 1.0: the minor).
+    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
+    let minor = std::env::var("CARGO_PKG_VERSION_MINOR").unwrap();
+    let abi = if major == "0" { format!("0.{minor}") } else { major };
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libupcxx_extra_nvshmem.so.{abi}");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     let config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
     cbindgen::Builder::new()
