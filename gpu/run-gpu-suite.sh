@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The GPU suite: builds gpu/heap_check.cu against the machine's NVSHMEM (pip nvidia-nvshmem) and
+# the installed upcxx-extra-nvshmem, then runs 2 PEs under mpirun in every configuration the
+# issues ask for. Run it on a machine with >= 2 GPUs, Open MPI and nvcc:
+#   UXN_PREFIX=<install prefix of this library> gpu/run-gpu-suite.sh [outdir]
+# Prints everything; the output is what docs/gpu-results.md records.
+set -u
+OUTDIR=${1:-/tmp/uxn-gpu}
+mkdir -p "$OUTDIR"
+PREFIX=${UXN_PREFIX:-$PWD/.dev}
+NV=${NVSHMEM_HOME:-$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")}
+export NVSHMEM_DISABLE_NVLS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+LINKDIR=$OUTDIR/nvlib
+mkdir -p "$LINKDIR"
+ln -sf "$NV/lib/libnvshmem_host.so.3" "$LINKDIR/libnvshmem_host.so"
+echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
+mpirun --version | head -1; echo "NVSHMEM: $NV"; ls "$NV/lib" | head -3
+MPI_CFLAGS=$(mpicxx --showme:compile | sed 's/-pthread//g')
+MPI_LIBS=""
+for t in $(mpicxx --showme:link); do
+  case "$t" in -L*|-l*) MPI_LIBS="$MPI_LIBS $t" ;; -Wl,*) MPI_LIBS="$MPI_LIBS -Xlinker ${t#-Wl,}" ;; -pthread) MPI_LIBS="$MPI_LIBS -Xcompiler -pthread" ;; esac
+done
+set -x
+nvcc -O2 -rdc=true -arch=sm_90 -std=c++17 gpu/heap_check.cu -o "$OUTDIR/heap_check" \
+  -I"$NV/include" -I"$PREFIX/include" $MPI_CFLAGS \
+  -L"$LINKDIR" -L"$NV/lib" -lnvshmem_host -lnvshmem_device -L"$PREFIX/lib" -lupcxx_extra_nvshmem \
+  $MPI_LIBS -lcuda || exit 2
+set +x
+export LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}
+run() { echo; echo "== $*"; env "$@"; echo "(exit $?)"; }
+MPIRUN="mpirun -np 2 --bind-to none -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH"
+run $MPIRUN "$OUTDIR/heap_check" mpi
+run $MPIRUN "$OUTDIR/heap_check" uid
+run NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=4G $MPIRUN -x NVSHMEM_DISABLE_CUDA_VMM -x NVSHMEM_SYMMETRIC_SIZE "$OUTDIR/heap_check" mpi
+run NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=4G $MPIRUN -x NVSHMEM_DISABLE_CUDA_VMM -x NVSHMEM_SYMMETRIC_SIZE "$OUTDIR/heap_check" uid
+run UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW=4096 $MPIRUN -x UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW "$OUTDIR/heap_check" mpi --expect-validation-failure
+# A stripped copy of the real library: only the public route (step 3) is left.
+mkdir -p "$OUTDIR/stripped"
+cp "$NV/lib/libnvshmem_host.so.3" "$OUTDIR/stripped/" && strip --strip-all "$OUTDIR/stripped/libnvshmem_host.so.3"
+run UXN_EXPECT_STRIPPED=1 $MPIRUN -x UXN_EXPECT_STRIPPED -x LD_LIBRARY_PATH="$OUTDIR/stripped:$LD_LIBRARY_PATH" "$OUTDIR/heap_check" uid
+if [ -x "$PREFIX/bin/upcxx-nvshmem-doctor" ]; then
+  run "$PREFIX/bin/upcxx-nvshmem-doctor" "$NV/lib/libnvshmem_host.so.3"
+  run "$PREFIX/bin/upcxx-nvshmem-doctor" --json "$OUTDIR/stripped/libnvshmem_host.so.3"
+fi
