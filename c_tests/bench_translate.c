@@ -1,0 +1,304 @@
+/* bench_translate: the cost of upcxx_extra_nvshmem_to_global_ptr / from_global_ptr against the
+ * same arithmetic inlined in C, for peer tables of 2 .. 1,048,576 PEs.
+ *
+ *   bench_translate [--calls N] [--reps R] [--max-pes P] [--nvshmem]
+ *
+ * The heap is a malloc'd HOST buffer (no GPU): translation is address arithmetic only. Two cases
+ * per size: "uniform+identity" (every PE's base equals mine, PE == rank: the library's O(1)
+ * table) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
+ * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
+ * precomputed in arrays. --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
+ * on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Not a ctest. */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "upcxx_extra_nvshmem.h"
+#ifdef UXN_BENCH_NVSHMEM
+#include <nvshmem.h>
+#endif
+
+#define HEAP_SIZE ((size_t)1 << 20)
+#define IDX_BITS 20 /* 1M precomputed (pe, offset) pairs, cycled */
+#define IDX_N ((size_t)1 << IDX_BITS)
+#define MAX_REPS 32
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static uint64_t next_rand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what, int st) {
+  fprintf(stderr, "bench_translate: %s: %s (%d): %s\n", what, upcxx_extra_nvshmem_strerror(st), st, upcxx_extra_nvshmem_last_error());
+  exit(1);
+}
+
+/* The data of one table. */
+typedef struct {
+  int n;
+  uintptr_t *bases;     /* by PE */
+  int *rank_of_pe;      /* by PE */
+  int *pe_of_rank;      /* by rank */
+  uint32_t *idx_pe;     /* IDX_N random PEs */
+  uint32_t *idx_off;    /* IDX_N random offsets */
+  uintptr_t *idx_raw;   /* bases[pe] + off, for from_global */
+  int *idx_rank;        /* rank_of_pe[pe] */
+} table;
+
+static volatile uintptr_t sink;
+static unsigned char *heap;
+static const int my_pe = 1;
+
+static double time_lib_to(const table *t, long calls) {
+  uintptr_t acc = 0;
+  upcxx_extra_nvshmem_gptr_t g;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    upcxx_extra_nvshmem_to_global_ptr(heap + t->idx_off[k], (int)t->idx_pe[k], &g);
+    acc += (uintptr_t)g.raw + (uintptr_t)g.rank;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double time_lib_from(const table *t, long calls) {
+  uintptr_t acc = 0;
+  void *sym;
+  int pe;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    upcxx_extra_nvshmem_from_global_ptr(t->idx_rank[k], (const void *)t->idx_raw[k], &sym, &pe);
+    acc += (uintptr_t)sym + (uintptr_t)pe;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double time_inline_to(const table *t, long calls) {
+  uintptr_t acc = 0, my_base = (uintptr_t)heap;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    uintptr_t sym = (uintptr_t)(heap + t->idx_off[k]);
+    uint32_t pe = t->idx_pe[k];
+    uintptr_t raw = t->bases[pe] + (sym - my_base);
+    int rank = t->rank_of_pe[pe];
+    acc += raw + (uintptr_t)rank;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double time_inline_from(const table *t, long calls) {
+  uintptr_t acc = 0, my_base = (uintptr_t)heap;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    int pe = t->pe_of_rank[t->idx_rank[k]];
+    uintptr_t sym = my_base + (t->idx_raw[k] - t->bases[pe]);
+    acc += sym + (uintptr_t)pe;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double bench(double (*f)(const table *, long), const table *t, long calls, int reps) {
+  double v[MAX_REPS];
+  f(t, calls / 10 + 1); /* warm up */
+  for (int r = 0; r < reps; r++) v[r] = f(t, calls);
+  return median(v, reps);
+}
+
+static void build(table *t, int n, int shuffled) {
+  t->n = n;
+  t->bases = (uintptr_t *)malloc(sizeof(uintptr_t) * (size_t)n);
+  t->rank_of_pe = (int *)malloc(sizeof(int) * (size_t)n);
+  t->pe_of_rank = (int *)malloc(sizeof(int) * (size_t)n);
+  t->idx_pe = (uint32_t *)malloc(sizeof(uint32_t) * IDX_N);
+  t->idx_off = (uint32_t *)malloc(sizeof(uint32_t) * IDX_N);
+  t->idx_raw = (uintptr_t *)malloc(sizeof(uintptr_t) * IDX_N);
+  t->idx_rank = (int *)malloc(sizeof(int) * IDX_N);
+  if (!t->bases || !t->rank_of_pe || !t->pe_of_rank || !t->idx_pe || !t->idx_off || !t->idx_raw || !t->idx_rank) {
+    fprintf(stderr, "bench_translate: out of memory for %d PEs\n", n);
+    exit(1);
+  }
+  for (int p = 0; p < n; p++) {
+    t->rank_of_pe[p] = p;
+    /* Random 1 MiB-aligned bases in [2^40, 2^46): never NULL, never overflowing. */
+    t->bases[p] = shuffled ? ((uintptr_t)1 << 40) + ((uintptr_t)(next_rand() % ((uint64_t)1 << 26)) << 20) : (uintptr_t)heap;
+  }
+  t->bases[my_pe] = (uintptr_t)heap;
+  if (shuffled)
+    for (int p = n - 1; p > 0; p--) { /* Fisher-Yates */
+      int q = (int)(next_rand() % (uint64_t)(p + 1));
+      int tmp = t->rank_of_pe[p];
+      t->rank_of_pe[p] = t->rank_of_pe[q];
+      t->rank_of_pe[q] = tmp;
+    }
+  for (int p = 0; p < n; p++) t->pe_of_rank[t->rank_of_pe[p]] = p;
+  for (size_t k = 0; k < IDX_N; k++) {
+    uint32_t pe = (uint32_t)(next_rand() % (uint64_t)n);
+    uint32_t off = (uint32_t)(next_rand() % HEAP_SIZE);
+    t->idx_pe[k] = pe;
+    t->idx_off[k] = off;
+    t->idx_raw[k] = t->bases[pe] + off;
+    t->idx_rank[k] = t->rank_of_pe[pe];
+  }
+}
+
+static void release(table *t) {
+  free(t->bases);
+  free(t->rank_of_pe);
+  free(t->pe_of_rank);
+  free(t->idx_pe);
+  free(t->idx_off);
+  free(t->idx_raw);
+  free(t->idx_rank);
+}
+
+/* Installs the table in the library and checks a sample of its answers against the inlined ones. */
+static size_t install(const table *t) {
+  upcxx_extra_nvshmem_heap_info_t info;
+  memset(&info, 0, sizeof info);
+  info.base = heap;
+  info.size = HEAP_SIZE;
+  info.mapped_size = HEAP_SIZE;
+  info.my_pe = my_pe;
+  info.n_pes = t->n; /* the attached heap's PE count equals the table size */
+  info.device = -1;
+  info.version_major = info.version_minor = info.version_patch = -1;
+  int st = upcxx_extra_nvshmem_attach(&info);
+  if (st) die("attach", st);
+  upcxx_extra_nvshmem_peer_t *peers = (upcxx_extra_nvshmem_peer_t *)malloc(sizeof *peers * (size_t)t->n);
+  if (!peers) die("malloc peers", 0);
+  for (int p = 0; p < t->n; p++) {
+    peers[p].rank = t->rank_of_pe[p];
+    peers[p].base = (void *)t->bases[p];
+  }
+  st = upcxx_extra_nvshmem_set_peers(t->n, peers);
+  free(peers);
+  if (st) die("set_peers", st);
+  for (size_t k = 0; k < 4096; k++) {
+    upcxx_extra_nvshmem_gptr_t g;
+    void *sym;
+    int pe;
+    st = upcxx_extra_nvshmem_to_global_ptr(heap + t->idx_off[k], (int)t->idx_pe[k], &g);
+    if (st || (uintptr_t)g.raw != t->idx_raw[k] || g.rank != t->idx_rank[k]) die("to_global_ptr check", st);
+    st = upcxx_extra_nvshmem_from_global_ptr(t->idx_rank[k], (const void *)t->idx_raw[k], &sym, &pe);
+    if (st || sym != heap + t->idx_off[k] || pe != (int)t->idx_pe[k]) die("from_global_ptr check", st);
+  }
+  size_t bytes = 0;
+  st = upcxx_extra_nvshmem_table_bytes(&bytes);
+  if (st) die("table_bytes", st);
+  return bytes;
+}
+
+#ifdef UXN_BENCH_NVSHMEM
+static double time_nvshmem_ptr(void *p, int pe, long calls) {
+  uintptr_t acc = 0;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t off = ((size_t)i * 64) & (HEAP_SIZE - 1);
+    acc += (uintptr_t)nvshmem_ptr((char *)p + off, pe);
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+#endif
+
+int main(int argc, char **argv) {
+  long calls = 10 * 1000 * 1000;
+  int reps = 5, max_pes = 1 << 20, use_nvshmem = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--max-pes") && i + 1 < argc) max_pes = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--nvshmem")) use_nvshmem = 1;
+    else {
+      fprintf(stderr, "usage: %s [--calls N] [--reps R] [--max-pes P] [--nvshmem]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (calls < 1) calls = 1;
+  if (reps < 1) reps = 1;
+  if (reps > MAX_REPS) reps = MAX_REPS;
+  if (max_pes < 2) max_pes = 2;
+#ifndef UXN_BENCH_NVSHMEM
+  if (use_nvshmem) {
+    fprintf(stderr, "bench_translate: built without NVSHMEM (configure with -DUXN_BENCH_NVSHMEM=ON -DNVSHMEM_HOME=...)\n");
+    return 2;
+  }
+#endif
+  heap = (unsigned char *)malloc(HEAP_SIZE);
+  if (!heap) return 1;
+
+  printf("upcxx-extra-nvshmem %s: %ld calls per timing, median of %d; random PEs and offsets in a %zu-byte heap\n\n",
+         upcxx_extra_nvshmem_version(), calls, reps, HEAP_SIZE);
+  printf("| n_pes | case | to_global_ptr ns | inline to ns | ratio | from_global_ptr ns | inline from ns | ratio | table_bytes |\n");
+  printf("|------:|------|-----------------:|-------------:|------:|-------------------:|---------------:|------:|------------:|\n");
+  const int sizes[] = {2, 16, 256, 4096, 65536, 1 << 20};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    int n = sizes[s];
+    if (n > max_pes) break;
+    for (int shuffled = 0; shuffled < 2; shuffled++) {
+      table t;
+      build(&t, n, shuffled);
+      size_t bytes = install(&t);
+      double lt = bench(time_lib_to, &t, calls, reps);
+      double it = bench(time_inline_to, &t, calls, reps);
+      double lf = bench(time_lib_from, &t, calls, reps);
+      double inf = bench(time_inline_from, &t, calls, reps);
+      printf("| %d | %s | %.2f | %.2f | %.1fx | %.2f | %.2f | %.1fx | %zu |\n", n, shuffled ? "random+shuffled" : "uniform+identity",
+             lt, it, lt / it, lf, inf, lf / inf, bytes);
+      fflush(stdout);
+      release(&t);
+    }
+  }
+  upcxx_extra_nvshmem_detach();
+
+#ifdef UXN_BENCH_NVSHMEM
+  if (use_nvshmem) {
+    nvshmem_init();
+    int me = nvshmem_my_pe();
+    void *p = nvshmem_malloc(HEAP_SIZE);
+    double v[MAX_REPS];
+    time_nvshmem_ptr(p, me, calls / 10 + 1);
+    for (int r = 0; r < reps; r++) v[r] = time_nvshmem_ptr(p, me, calls);
+    if (me == 0)
+      printf("\nhost nvshmem_ptr(p, my_pe) on %d PEs: %.2f ns/call\n", nvshmem_n_pes(), median(v, reps));
+    nvshmem_free(p);
+    nvshmem_finalize();
+  }
+#endif
+  free(heap);
+  return 0;
+}

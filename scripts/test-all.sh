@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Every test of upcxx-extra-nvshmem, no GPU needed:
+#   1. cargo test --locked (unit, layout/bindgen, header drift...)
+#   2. CMake configure / build / install into a temporary prefix
+#   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
+#   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
+#   5. pkg-config smoke check (against the moved copy)
+#
+# Environment (all optional; defaults from the cache that .ci/run fills):
+#   UXN_CACHE                ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}
+#   UXN_NVSHMEM_ROOTS        colon-separated .../nvidia/nvshmem dirs (default: $UXN_CACHE/nvshmem/*)
+#   UXN_CUDA_INCLUDE         colon-separated CUDA include dirs (default: from $UXN_CACHE/cuda)
+#   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB  libnvshmem_host.so.3 for test_nvshmem_loaded (default 3.4.5)
+#   UXN_WORK                 work directory (default: a fresh temporary one, removed at the end
+#                            unless UXN_KEEP=1)
+#   UXN_SKIP_CARGO_TEST=1    skip step 1;  UXN_SKIP_ASAN=1  skip step 4
+#   CARGO_TARGET_DIR         shared by cargo test (debug) and the CMake build (release);
+#                            default <repo>/target
+# Every step runs even when an earlier one failed (except those needing the install); the exit
+# status is non-zero if any failed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
+if [ -z "${UXN_NVSHMEM_ROOTS:-}" ]; then
+  roots=()
+  for v in 3.1.7 3.4.5 3.8.0; do
+    d="$CACHE/nvshmem/$v/nvidia/nvshmem"
+    [ -d "$d" ] && roots+=("$d")
+  done
+  UXN_NVSHMEM_ROOTS="$(IFS=:; echo "${roots[*]:-}")"
+fi
+if [ -z "${UXN_CUDA_INCLUDE:-}" ]; then
+  incs=()
+  for d in "$CACHE/cuda/nvidia/cuda_runtime/include" "$CACHE/cuda/nvidia/cuda_cccl/include"; do
+    [ -d "$d" ] && incs+=("$d")
+  done
+  UXN_CUDA_INCLUDE="$(IFS=:; echo "${incs[*]:-}")"
+fi
+if [ -z "${UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB:-}" ] && [ -e "$CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3" ]; then
+  UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3"
+fi
+export UXN_NVSHMEM_ROOTS UXN_CUDA_INCLUDE UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="${UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB:-}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+JOBS="$(nproc 2>/dev/null || echo 2)"
+if [ -n "${UXN_WORK:-}" ]; then
+  WORK="$UXN_WORK"
+  mkdir -p "$WORK"
+else
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/uxn-test-all.XXXXXX")"
+  if [ "${UXN_KEEP:-0}" != 1 ]; then trap 'rm -rf "$WORK"' EXIT; fi
+fi
+PREFIX="$WORK/prefix"
+MOVED="$WORK/prefix-moved"
+
+echo "== upcxx-extra-nvshmem test-all: work dir $WORK"
+echo "   UXN_NVSHMEM_ROOTS=$UXN_NVSHMEM_ROOTS"
+echo "   UXN_CUDA_INCLUDE=$UXN_CUDA_INCLUDE"
+echo "   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB=$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB"
+echo "   CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
+
+failed=()
+passed=()
+step() { # name command...
+  local name="$1"; shift
+  echo
+  echo "== $name"
+  local t0=$SECONDS
+  if "$@"; then
+    passed+=("$name ($((SECONDS - t0)) s)")
+  else
+    echo "== $name: FAILED"
+    failed+=("$name")
+    return 1
+  fi
+}
+
+# 1. Rust tests (the header drift check is one of them).
+if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
+  step "cargo test" cargo test --locked || true
+fi
+
+# 2. CMake build and install.
+cmake_install() {
+  cmake -S "$ROOT" -B "$WORK/build" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DUXN_CARGO_TARGET_DIR="$CARGO_TARGET_DIR" &&
+    cmake --build "$WORK/build" -j "$JOBS" &&
+    cmake --install "$WORK/build" &&
+    rm -rf "$MOVED" && cp -a "$PREFIX" "$MOVED"
+}
+installed=0
+step "cmake build + install" cmake_install && installed=1
+
+c_tests() { # build-dir prefix extra-cmake-args...
+  local dir="$1" prefix="$2"; shift 2
+  cmake -S "$ROOT/c_tests" -B "$dir" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
+    cmake --build "$dir" -j "$JOBS" &&
+    (cd "$dir" && ctest --output-on-failure -j "$JOBS")
+}
+
+pkgconfig_smoke() {
+  local dir="$WORK/pkgconfig"
+  mkdir -p "$dir"
+  cat > "$dir/smoke.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include "upcxx_extra_nvshmem.h"
+int main(void) {
+  const char *v = upcxx_extra_nvshmem_version();
+  int bad = upcxx_extra_nvshmem_to_global_ptr(NULL, 0, NULL) != UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT;
+  printf("upcxx-extra-nvshmem %s via pkg-config: %s\n", v, bad ? "FAILED" : "ok");
+  return bad || !v || !*v;
+}
+C
+  local flags
+  flags="$(PKG_CONFIG_PATH="$MOVED/lib/pkgconfig" pkg-config --cflags --libs upcxx-extra-nvshmem)"
+  echo "pkg-config --cflags --libs upcxx-extra-nvshmem: $flags"
+  PKG_CONFIG_PATH="$MOVED/lib/pkgconfig" pkg-config --modversion upcxx-extra-nvshmem
+  # shellcheck disable=SC2086
+  cc -std=c11 -Wall -Wextra -Werror "$dir/smoke.c" -o "$dir/smoke" $flags &&
+    LD_LIBRARY_PATH="$MOVED/lib" "$dir/smoke"
+}
+
+if [ "$installed" = 1 ]; then
+  # 3. C tests against the installed prefix.
+  step "c_tests (ctest)" c_tests "$WORK/c_tests" "$PREFIX" || true
+  # 4. ASan, against the moved prefix.
+  if [ "${UXN_SKIP_ASAN:-0}" != 1 ]; then
+    step "c_tests under ASan (moved prefix)" c_tests "$WORK/c_tests-asan" "$MOVED" -DUXN_SANITIZE=address || true
+  fi
+  # 5. pkg-config.
+  step "pkg-config smoke" pkgconfig_smoke || true
+
+  # ---- doctor runs: reserved for upcxx-nvshmem-doctor checks (e.g. the doctor run against each
+  # ---- of $UXN_NVSHMEM_ROOTS); the installed binary is "$PREFIX/bin/upcxx-nvshmem-doctor".
+  step "doctor (installed) runs" "$PREFIX/bin/upcxx-nvshmem-doctor" || true
+  # ---- end of doctor runs
+fi
+
+echo
+echo "== summary"
+for p in "${passed[@]}"; do echo "   passed: $p"; done
+for f in "${failed[@]:+${failed[@]}}"; do echo "   FAILED: $f"; done
+[ "${#failed[@]}" -eq 0 ]
