@@ -171,8 +171,12 @@ fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what
         }
     }
     let fields = StateFields::decode(&read_host_prefix(addr));
-    layout::check_version(fields.version, symbol_size)
-        .map_err(|m| Error::new(Status::UnsupportedLayout, format!("{what} at 0x{addr:x}: {m}")))?;
+    // Before nvshmem_init the state is all zeros (it lives in .bss and NVSHMEM fills it at init):
+    // the version can only be checked once it is set; `read_fields` checks it at every query.
+    if fields.version != 0 {
+        layout::check_version(fields.version, symbol_size)
+            .map_err(|m| Error::new(Status::UnsupportedLayout, format!("{what} at 0x{addr:x}: {m}")))?;
+    }
     Ok((StateRef::Host { addr, symbol_size }, fields.version))
 }
 
@@ -254,7 +258,9 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
             if !cuda::has_current_context().map_err(|m| Error::new(Status::CudaError, m))? {
                 crate::fail!(CudaError, "no current CUDA context on this thread (the public route loads a module)");
             }
-            let (major, minor, patch) = lib.version().unwrap_or((3, 0, 0));
+            let Some((major, minor, patch)) = lib.version() else {
+                crate::fail!(StepUnavailable, "nvshmem_info_get_name gives no release version for the module's nvshmemi_device_lib_version_d");
+            };
             let module = cuda::Module::load_ptx(&cumodule_ptx(major, minor, patch)).map_err(|m| Error::new(Status::CudaError, m))?;
             // SAFETY: public NVSHMEM API on a module we loaded.
             let rc = unsafe { init(module.0 as *mut _) };
@@ -352,6 +358,7 @@ pub fn read_fields(r: &Resolution) -> Result<StateFields> {
     let mut f = match r.state {
         StateRef::Host { addr, symbol_size } => {
             let f = StateFields::decode(&read_host_prefix(addr));
+            // Called after the init check, so a zero version here is a layout problem too.
             layout::check_version(f.version, symbol_size)
                 .map_err(|m| Error::new(Status::UnsupportedLayout, format!("state at 0x{addr:x} changed: {m}")))?;
             f

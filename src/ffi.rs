@@ -3,7 +3,7 @@
 
 use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
 use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_value};
-use crate::table::{self, Heap, PeerSpec, Peers, Snapshot};
+use crate::table::{Heap, PeerSpec, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
 
@@ -120,16 +120,13 @@ fn discover_and_publish() -> Result<Heap> {
                 version: live.version,
                 source: live.source,
             };
-            table::update(|cur| {
-                let peers = cur.filter(|c| c.heap.same_heap(&heap)).and_then(|c| c.peers.clone());
-                Ok(Some(Snapshot { heap, peers }))
-            })?;
+            TABLE.set_heap(Some(heap));
             Ok(heap)
         }
         Err(e) => {
             if matches!(e.status, Status::NotLoaded | Status::NotInitialized) {
                 // NVSHMEM is gone: never translate against a heap that no longer exists.
-                let _ = table::update(|cur| Ok(cur.filter(|c| c.heap.source == Source::Manual).map(|c| Snapshot { heap: c.heap, peers: c.peers.clone() })));
+                TABLE.forget_discovered();
             }
             Err(e)
         }
@@ -138,8 +135,8 @@ fn discover_and_publish() -> Result<Heap> {
 
 /// The heap translation uses: the published one, else discovered now.
 fn current_heap() -> Result<Heap> {
-    match table::current() {
-        Some(s) => Ok(s.heap),
+    match TABLE.heap() {
+        Some(h) => Ok(h),
         None => discover_and_publish(),
     }
 }
@@ -150,8 +147,8 @@ fn current_heap() -> Result<Heap> {
 pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_heap_query", || {
         nonnull(out, "out")?;
-        let heap = match table::current() {
-            Some(s) if s.heap.source == Source::Manual => s.heap,
+        let heap = match TABLE.heap() {
+            Some(h) if h.source == Source::Manual => h,
             _ => discover_and_publish()?,
         };
         // SAFETY: out is non-NULL and points to caller storage.
@@ -184,7 +181,8 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshm
             }
         };
         heap.check()?;
-        table::publish(Some(Snapshot { heap, peers: None }));
+        TABLE.set_heap(None);
+        TABLE.set_heap(Some(heap));
         Ok(())
     })
 }
@@ -193,7 +191,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshm
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_detach", || {
-        table::publish(None);
+        TABLE.set_heap(None);
         Ok(())
     })
 }
@@ -204,8 +202,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
     boundary("upcxx_extra_nvshmem_offset", || {
         nonnull(addr, "addr")?;
         nonnull(offset, "offset")?;
-        let heap = current_heap()?;
-        let off = heap.offset_of(addr as usize)?;
+        if TABLE.heap().is_none() {
+            discover_and_publish()?;
+        }
+        let off = TABLE.offset(addr as usize)?;
         // SAFETY: non-NULL caller storage.
         unsafe { offset.write(off) };
         Ok(())
@@ -233,13 +233,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 }
 
 fn install_peers(heap: Heap, specs: &[PeerSpec]) -> Result<()> {
-    let peers = Peers::build(&heap, specs)?;
-    table::update(|cur| {
-        if cur.is_none_or(|c| !c.heap.same_heap(&heap)) {
-            crate::fail!(InvalidArgument, "the heap changed while the table was being built");
-        }
-        Ok(Some(Snapshot { heap, peers: Some(peers) }))
-    })
+    TABLE.set_peers(&heap, specs)
 }
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
@@ -281,18 +275,11 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
     boundary("upcxx_extra_nvshmem_to_global_ptr", || {
         nonnull(sym_addr, "sym_addr")?;
         nonnull(out, "out")?;
-        let g = table::with_snapshot(|s| match s {
-            Some(s) => s.to_global(sym_addr as usize, pe),
-            None => Err(no_table()),
-        })?;
+        let g = TABLE.to_global(sym_addr as usize, pe)?;
         // SAFETY: non-NULL caller storage.
         unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
         Ok(())
     })
-}
-
-fn no_table() -> Error {
-    Error::new(Status::TableNotSet, "no heap and no peer table: call upcxx_extra_nvshmem_heap_query or attach, then set_peers")
 }
 
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
@@ -307,10 +294,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
         nonnull(raw, "raw")?;
         nonnull(sym_addr, "sym_addr")?;
         nonnull(pe, "pe")?;
-        let (sym, p) = table::with_snapshot(|s| match s {
-            Some(s) => s.from_global(rank, raw as usize),
-            None => Err(no_table()),
-        })?;
+        let (sym, p) = TABLE.from_global(rank, raw as usize)?;
         // SAFETY: non-NULL caller storage.
         unsafe {
             sym_addr.write(sym as *mut c_void);
@@ -386,8 +370,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut Upc
 pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_table_bytes", || {
         nonnull(out, "out")?;
-        let s = table::current().ok_or_else(no_table)?;
-        let bytes = s.peers.as_ref().ok_or_else(no_table)?.bytes();
+        let bytes = TABLE
+            .table_bytes()
+            .ok_or_else(|| Error::new(Status::TableNotSet, "no peer table is set: call upcxx_extra_nvshmem_set_peers first"))?;
         // SAFETY: non-NULL caller storage.
         unsafe { out.write(bytes) };
         Ok(())

@@ -87,18 +87,11 @@ impl LoadedLibrary {
         matches!(self.init_status(), Some(s) if (STATUS_IS_INITIALIZED..STATUS_INVALID).contains(&s))
     }
 
-    /// `(major, minor, patch)` from `nvshmem_info_get_version` / `nvshmem_info_get_name`
-    /// (both callable before init). Patch is -1 when the name does not carry it.
+    /// The NVSHMEM release `(major, minor, patch)`, parsed from `nvshmem_info_get_name`
+    /// ("NVSHMEM v3.4.5"; callable before init). `nvshmem_info_get_version` is not used: it
+    /// returns the OpenSHMEM specification version (1.3), not the release.
     pub fn version(&self) -> Option<(i32, i32, i32)> {
-        let get = self.api.info_get_version?;
-        let (mut major, mut minor) = (0, 0);
-        // SAFETY: public API, writes two ints.
-        unsafe { get(&mut major, &mut minor) };
-        let patch = self
-            .name()
-            .and_then(|n| parse_vendor_patch(&n, major, minor))
-            .unwrap_or(-1);
-        Some((major, minor, patch))
+        parse_vendor_version(&self.name()?)
     }
 
     /// `nvshmem_info_get_name` (e.g. "NVSHMEM v3.4.5").
@@ -114,12 +107,12 @@ impl LoadedLibrary {
     }
 }
 
-/// "NVSHMEM v3.4.5" -> 5 when major/minor agree.
-pub fn parse_vendor_patch(name: &str, major: i32, minor: i32) -> Option<i32> {
+/// "NVSHMEM v3.4.5" -> (3, 4, 5).
+pub fn parse_vendor_version(name: &str) -> Option<(i32, i32, i32)> {
     let v = name.rsplit('v').next()?;
     let mut it = v.trim().split('.').map(|p| p.trim().parse::<i32>());
     match (it.next(), it.next(), it.next()) {
-        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c))) if a == major && b == minor => Some(c),
+        (Some(Ok(a)), Some(Ok(b)), Some(Ok(c))) => Some((a, b, c)),
         _ => None,
     }
 }
@@ -252,10 +245,10 @@ mod tests {
     }
 
     #[test]
-    fn vendor_patch() {
-        assert_eq!(parse_vendor_patch("NVSHMEM v3.4.5", 3, 4), Some(5));
-        assert_eq!(parse_vendor_patch("NVSHMEM v3.4.5", 3, 5), None);
-        assert_eq!(parse_vendor_patch("garbage", 3, 4), None);
+    fn vendor_version() {
+        assert_eq!(parse_vendor_version("NVSHMEM v3.4.5"), Some((3, 4, 5)));
+        assert_eq!(parse_vendor_version("NVSHMEM v3.10.21"), Some((3, 10, 21)));
+        assert_eq!(parse_vendor_version("garbage"), None);
     }
 
     #[test]

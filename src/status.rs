@@ -140,24 +140,35 @@ pub fn last_error_ptr() -> *const c_char {
 
 /// The panic boundary. Every exported function's body runs inside it: a panic becomes
 /// `Status::Panic`, an `Err` becomes its status with the message recorded as the last error.
-pub fn boundary(name: &str, body: impl FnOnce() -> Result<()>) -> Status {
+/// Inlined so that the success path of the translation calls costs no call or copy; the
+/// failure paths are out of line.
+#[inline(always)]
+pub fn boundary(name: &'static str, body: impl FnOnce() -> Result<()>) -> Status {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => Status::Ok,
-        Ok(Err(e)) => {
-            log::debug!("{name}: {:?}: {}", e.status, e.message);
-            set_last_error(&format!("{name}: {}", e.message));
-            e.status
-        }
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            set_last_error(&format!("{name}: internal panic caught at the C ABI boundary: {what}"));
-            Status::Panic
-        }
+        Ok(Err(e)) => record_error(name, e),
+        Err(payload) => record_panic(name, payload),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn record_error(name: &str, e: Error) -> Status {
+    log::debug!("{name}: {:?}: {}", e.status, e.message);
+    set_last_error(&format!("{name}: {}", e.message));
+    e.status
+}
+
+#[cold]
+#[inline(never)]
+fn record_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> Status {
+    let what = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    set_last_error(&format!("{name}: internal panic caught at the C ABI boundary: {what}"));
+    Status::Panic
 }
 
 /// The panic boundary for exported functions that return a value rather than a status.

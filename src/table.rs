@@ -5,21 +5,21 @@
 //!
 //! Storage is compressed: with uniform bases and PE == rank the table is O(1) bytes; otherwise at
 //! most 16 bytes per PE (8 for the base, 4 for PE -> rank, 4 for rank -> PE), each array present
-//! only when it is not the identity / uniform.
+//! only when it is not uniform / the identity.
 //!
-//! Concurrency: a table is immutable once built and published as an `Arc` with a generation
-//! number. Readers keep a thread-local `(generation, Arc)` and, on the hot path, only compare one
-//! atomic load with it: no lock, no reference-count traffic, no shared cache line written. A
-//! writer (set_peers / attach / detach) swaps the table under a mutex and bumps the generation;
-//! a reader that sees the new generation takes the mutex once to pick up the new `Arc`. An old
-//! table is freed when the last thread that cached it picks up a newer one or exits.
+//! Concurrency (the read path is lock-free, wait-free unless a writer is active): the fields
+//! live in a sequence lock. A reader loads the sequence number, the fields and the array entries
+//! it needs (all atomics, relaxed), then the sequence number again, and retries if it changed.
+//! Writers (set_peers / attach / detach / discovery) serialise on a mutex. Arrays are never
+//! freed while the process runs: a replaced array goes to a pool and is reused by a later table
+//! (buffers only grow), so a reader that raced with a writer may read a stale entry, which the
+//! sequence check then rejects, but never touches unmapped memory. The pool holds at most what
+//! the largest tables needed (about twice the largest table, for growing sizes).
 
 use crate::discovery::Source;
 use crate::status::{Error, Result, Status};
 use parking_lot::Mutex;
-use std::cell::RefCell;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// The local heap, as attached by hand or discovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,35 +62,6 @@ impl Heap {
     pub fn same_heap(&self, other: &Heap) -> bool {
         (self.base, self.size, self.my_pe, self.n_pes) == (other.base, other.size, other.my_pe, other.n_pes)
     }
-
-    fn range(&self) -> String {
-        format!("[0x{:x}, 0x{:x})", self.base, self.base + self.size)
-    }
-
-    /// The offset of `addr` in this heap.
-    #[inline]
-    pub fn offset_of(&self, addr: usize) -> Result<usize> {
-        let off = addr.wrapping_sub(self.base);
-        if off < self.size {
-            Ok(off)
-        } else {
-            Err(Error::new(
-                Status::OutOfHeap,
-                format!("address 0x{addr:x} is outside the symmetric heap {} of PE {}", self.range(), self.my_pe),
-            ))
-        }
-    }
-}
-
-/// Per-PE data; every array is absent when it would be uniform / the identity.
-#[derive(Clone, Debug, Default)]
-pub struct Peers {
-    /// Heap base of each PE (absent: all equal to the local base).
-    bases: Option<Arc<[usize]>>,
-    /// UPC++ rank of each PE (absent: rank == PE).
-    rank_of_pe: Option<Arc<[u32]>>,
-    /// PE of each rank (absent: PE == rank).
-    pe_of_rank: Option<Arc<[u32]>>,
 }
 
 /// One peer as given by the caller.
@@ -98,13 +69,6 @@ pub struct Peers {
 pub struct PeerSpec {
     pub rank: i32,
     pub base: usize,
-}
-
-/// What the table holds: the heap and, once set, the peers.
-#[derive(Debug)]
-pub struct Snapshot {
-    pub heap: Heap,
-    pub peers: Option<Peers>,
 }
 
 /// A translated global pointer.
@@ -116,9 +80,178 @@ pub struct Global {
     pub raw: usize,
 }
 
-impl Peers {
-    /// Builds the compressed table, checking every entry.
-    pub fn build(heap: &Heap, specs: &[PeerSpec]) -> Result<Peers> {
+const HAS_HEAP: u32 = 1;
+const HAS_PEERS: u32 = 2;
+
+/// A pooled array: never freed, reused by later tables.
+struct Buf<T> {
+    ptr: *mut T,
+    cap: usize,
+}
+// SAFETY: the buffers hold atomics and are only handed out under the writers' mutex.
+unsafe impl<T> Send for Buf<T> {}
+
+impl<T: Default> Buf<T> {
+    fn alloc(n: usize) -> Buf<T> {
+        let b: Box<[T]> = (0..n).map(|_| T::default()).collect();
+        let cap = b.len();
+        Buf { ptr: Box::into_raw(b) as *mut T, cap }
+    }
+    fn slice(&self) -> &[T] {
+        // SAFETY: ptr/cap come from a leaked Box<[T]> that is never freed.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
+    }
+}
+
+/// The writers' side: the heap, which arrays are in use and the pools.
+struct Master {
+    heap: Option<Heap>,
+    peers: bool,
+    bases: Option<Buf<AtomicUsize>>,
+    rank_of_pe: Option<Buf<AtomicU32>>,
+    pe_of_rank: Option<Buf<AtomicU32>>,
+    pool_usize: Vec<Buf<AtomicUsize>>,
+    pool_u32: Vec<Buf<AtomicU32>>,
+}
+
+/// A translation table (the process has one, [`TABLE`]; tests make their own).
+pub struct Table {
+    seq: AtomicU64,
+    flags: AtomicU32,
+    n_pes: AtomicU32,
+    my_pe: AtomicI32,
+    device: AtomicI32,
+    base: AtomicUsize,
+    size: AtomicUsize,
+    bases: AtomicPtr<AtomicUsize>,
+    rank_of_pe: AtomicPtr<AtomicU32>,
+    pe_of_rank: AtomicPtr<AtomicU32>,
+    master: Mutex<Master>,
+}
+
+/// The process's table.
+pub static TABLE: Table = Table::new();
+
+/// What one consistent read saw (for the answer, or for the error message).
+#[derive(Clone, Copy)]
+struct View {
+    flags: u32,
+    n: u32,
+    my_pe: i32,
+    device: i32,
+    base: usize,
+    size: usize,
+}
+
+fn take<T: Default>(pool: &mut Vec<Buf<T>>, n: usize) -> Buf<T> {
+    match pool.iter().enumerate().filter(|(_, b)| b.cap >= n).min_by_key(|(_, b)| b.cap).map(|(i, _)| i) {
+        Some(i) => pool.swap_remove(i),
+        None => Buf::alloc(n),
+    }
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Table {
+    pub const fn new() -> Table {
+        Table {
+            seq: AtomicU64::new(0),
+            flags: AtomicU32::new(0),
+            n_pes: AtomicU32::new(0),
+            my_pe: AtomicI32::new(0),
+            device: AtomicI32::new(-1),
+            base: AtomicUsize::new(0),
+            size: AtomicUsize::new(0),
+            bases: AtomicPtr::new(std::ptr::null_mut()),
+            rank_of_pe: AtomicPtr::new(std::ptr::null_mut()),
+            pe_of_rank: AtomicPtr::new(std::ptr::null_mut()),
+            master: Mutex::new(Master {
+                heap: None,
+                peers: false,
+                bases: None,
+                rank_of_pe: None,
+                pe_of_rank: None,
+                pool_usize: Vec::new(),
+                pool_u32: Vec::new(),
+            }),
+        }
+    }
+
+    /// Publishes the master's state into the sequence lock (caller holds the master lock).
+    fn store(&self, m: &Master) {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let h = m.heap;
+        let flags = if h.is_some() { HAS_HEAP } else { 0 } | if m.peers && h.is_some() { HAS_PEERS } else { 0 };
+        self.flags.store(flags, Ordering::Relaxed);
+        if let Some(h) = h {
+            self.n_pes.store(h.n_pes as u32, Ordering::Relaxed);
+            self.my_pe.store(h.my_pe, Ordering::Relaxed);
+            self.device.store(h.device, Ordering::Relaxed);
+            self.base.store(h.base, Ordering::Relaxed);
+            self.size.store(h.size, Ordering::Relaxed);
+        }
+        let p = |b: &Option<Buf<AtomicUsize>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
+        let q = |b: &Option<Buf<AtomicU32>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
+        self.bases.store(p(&m.bases), Ordering::Relaxed);
+        self.rank_of_pe.store(q(&m.rank_of_pe), Ordering::Relaxed);
+        self.pe_of_rank.store(q(&m.pe_of_rank), Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
+    }
+
+    fn retire_arrays(m: &mut Master) {
+        if let Some(b) = m.bases.take() {
+            m.pool_usize.push(b);
+        }
+        for b in [m.rank_of_pe.take(), m.pe_of_rank.take()].into_iter().flatten() {
+            m.pool_u32.push(b);
+        }
+        m.peers = false;
+    }
+
+    /// Sets the heap (None forgets heap and table). The peer table is kept when the heap is the
+    /// same one (only its mapped extent changed), dropped otherwise.
+    pub fn set_heap(&self, heap: Option<Heap>) {
+        let mut m = self.master.lock();
+        let keep = matches!((m.heap, heap), (Some(a), Some(b)) if a.same_heap(&b));
+        if !keep {
+            Self::retire_arrays(&mut m);
+        }
+        m.heap = heap;
+        self.store(&m);
+    }
+
+    /// Forgets the heap only if it came from discovery (NVSHMEM is gone).
+    pub fn forget_discovered(&self) {
+        let mut m = self.master.lock();
+        if m.heap.is_some_and(|h| h.source != Source::Manual) {
+            Self::retire_arrays(&mut m);
+            m.heap = None;
+            self.store(&m);
+        }
+    }
+
+    pub fn heap(&self) -> Option<Heap> {
+        self.master.lock().heap
+    }
+
+    /// Bytes the current peer table holds (None: no table).
+    pub fn table_bytes(&self) -> Option<usize> {
+        let m = self.master.lock();
+        let n = m.heap?.n_pes as usize;
+        m.peers.then(|| {
+            m.bases.as_ref().map_or(0, |_| n * 8) + m.rank_of_pe.as_ref().map_or(0, |_| n * 4) + m.pe_of_rank.as_ref().map_or(0, |_| n * 4)
+        })
+    }
+
+    /// Validates `specs` (indexed by PE) against `heap` and installs them. Fails when the current
+    /// heap is not `heap`.
+    pub fn set_peers(&self, heap: &Heap, specs: &[PeerSpec]) -> Result<()> {
         let n = specs.len();
         if n != heap.n_pes as usize {
             crate::fail!(InvalidArgument, "{n} peers given but the heap has {} PEs", heap.n_pes);
@@ -149,143 +282,178 @@ impl Peers {
         }
         let uniform = specs.iter().all(|s| s.base == heap.base);
         let identity = specs.iter().enumerate().all(|(pe, s)| s.rank as usize == pe);
-        Ok(Peers {
-            bases: (!uniform).then(|| specs.iter().map(|s| s.base).collect()),
-            rank_of_pe: (!identity).then(|| specs.iter().map(|s| s.rank as u32).collect()),
-            pe_of_rank: (!identity).then(|| pe_of_rank.into()),
-        })
+
+        let mut m = self.master.lock();
+        if !m.heap.is_some_and(|h| h.same_heap(heap)) {
+            crate::fail!(InvalidArgument, "the heap changed while the table was being built");
+        }
+        Self::retire_arrays(&mut m);
+        if !uniform {
+            let b = take(&mut m.pool_usize, n);
+            for (slot, s) in b.slice().iter().zip(specs) {
+                slot.store(s.base, Ordering::Relaxed);
+            }
+            m.bases = Some(b);
+        }
+        if !identity {
+            let r = take(&mut m.pool_u32, n);
+            for (slot, s) in r.slice().iter().zip(specs) {
+                slot.store(s.rank as u32, Ordering::Relaxed);
+            }
+            let p = take(&mut m.pool_u32, n);
+            for (slot, v) in p.slice().iter().zip(&pe_of_rank) {
+                slot.store(*v, Ordering::Relaxed);
+            }
+            m.rank_of_pe = Some(r);
+            m.pe_of_rank = Some(p);
+        }
+        m.peers = true;
+        self.store(&m);
+        Ok(())
     }
 
-    /// Heap bytes this table holds.
-    pub fn bytes(&self) -> usize {
-        self.bases.as_ref().map_or(0, |b| b.len() * 8)
-            + self.rank_of_pe.as_ref().map_or(0, |b| b.len() * 4)
-            + self.pe_of_rank.as_ref().map_or(0, |b| b.len() * 4)
+    /// One consistent read: `f` gets the view and the three array pointers and may read entries
+    /// (indices must be < view.n); retried until no writer interfered.
+    #[inline(always)]
+    fn read<R>(&self, f: impl Fn(&View, *const AtomicUsize, *const AtomicU32, *const AtomicU32) -> R) -> (View, R) {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let v = View {
+                flags: self.flags.load(Ordering::Relaxed),
+                n: self.n_pes.load(Ordering::Relaxed),
+                my_pe: self.my_pe.load(Ordering::Relaxed),
+                device: self.device.load(Ordering::Relaxed),
+                base: self.base.load(Ordering::Relaxed),
+                size: self.size.load(Ordering::Relaxed),
+            };
+            let (bases, ranks, pes) = (
+                self.bases.load(Ordering::Relaxed),
+                self.rank_of_pe.load(Ordering::Relaxed),
+                self.pe_of_rank.load(Ordering::Relaxed),
+            );
+            // n and the array pointers must come from one table before an entry is read: then
+            // every index < n is inside the arrays (buffers never shrink and are never freed).
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != s1 {
+                continue;
+            }
+            let r = f(&v, bases, ranks, pes);
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return (v, r);
+            }
+        }
     }
-}
 
-impl Snapshot {
+    /// The offset of `addr` in the local heap.
     #[inline]
-    fn peers(&self) -> Result<&Peers> {
-        self.peers.as_ref().ok_or_else(|| {
-            Error::new(
-                Status::TableNotSet,
-                format!(
-                    "the peer table is not set for heap [0x{:x}, 0x{:x}) of PE {}: call upcxx_extra_nvshmem_set_peers first",
-                    self.heap.base,
-                    self.heap.base + self.heap.size,
-                    self.heap.my_pe
-                ),
-            )
-        })
+    pub fn offset(&self, addr: usize) -> Result<usize> {
+        let (v, ()) = self.read(|_, _, _, _| ());
+        if v.flags & HAS_HEAP == 0 {
+            return Err(no_heap());
+        }
+        let off = addr.wrapping_sub(v.base);
+        if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
     }
 
-    /// `sym` (an address in my heap) on PE `pe`.
+    /// `sym` (an address in my heap) on PE `pe`: the hot path.
     #[inline]
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
-        let peers = self.peers()?;
-        let h = &self.heap;
-        let off = h.offset_of(sym)?;
-        if (pe as u32) >= h.n_pes as u32 {
-            crate::fail!(BadPe, "PE {pe} is not in [0, {}) (address 0x{sym:x})", h.n_pes);
+        // Entries are read only for in-range PEs; out-of-range reads 0 and the checks below fail.
+        let (v, (b, r)) = self.read(|v, bases, ranks, _| {
+            if v.flags & HAS_PEERS == 0 || (pe as u32) >= v.n {
+                return (0, 0);
+            }
+            // SAFETY: pe < n <= capacity of every array published with this n.
+            let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+            let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
+            (b, r)
+        });
+        let off = sym.wrapping_sub(v.base);
+        if v.flags & HAS_PEERS != 0 && off < v.size && (pe as u32) < v.n {
+            let device = if pe == v.my_pe { v.device } else { -1 };
+            return Ok(Global { rank: r as i32, pe, device, raw: b + off });
         }
-        let i = pe as usize;
-        let base = match &peers.bases {
-            None => h.base,
-            Some(b) => b[i],
-        };
-        let rank = match &peers.rank_of_pe {
-            None => pe,
-            Some(r) => r[i] as i32,
-        };
-        let device = if pe == h.my_pe { h.device } else { -1 };
-        Ok(Global { rank, pe, device, raw: base + off })
+        Err(to_global_error(sym, pe, &v))
     }
 
-    /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`.
+    /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`: the hot path.
     #[inline]
     pub fn from_global(&self, rank: i32, raw: usize) -> Result<(usize, i32)> {
-        let peers = self.peers()?;
-        let h = &self.heap;
-        if (rank as u32) >= h.n_pes as u32 {
-            crate::fail!(BadRank, "rank {rank} is not in [0, {}) (address 0x{raw:x})", h.n_pes);
+        let (v, (pe, b)) = self.read(|v, bases, _, pes| {
+            if v.flags & HAS_PEERS == 0 || (rank as u32) >= v.n {
+                return (0, 0);
+            }
+            // SAFETY: rank < n and every PE in pe_of_rank is < n.
+            let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) } };
+            let pe = pe.min(v.n - 1);
+            let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+            (pe, b)
+        });
+        let off = raw.wrapping_sub(b);
+        if v.flags & HAS_PEERS != 0 && (rank as u32) < v.n && off < v.size {
+            return Ok((v.base + off, pe as i32));
         }
-        let pe = match &peers.pe_of_rank {
-            None => rank,
-            Some(m) => m[rank as usize] as i32,
-        };
-        let base = match &peers.bases {
-            None => h.base,
-            Some(b) => b[pe as usize],
-        };
-        let off = raw.wrapping_sub(base);
-        if off >= h.size {
-            crate::fail!(
-                OutOfHeap,
-                "address 0x{raw:x} on rank {rank} (PE {pe}) is outside that PE's heap [0x{base:x}, 0x{:x})",
-                base + h.size
-            );
-        }
-        Ok((h.base + off, pe))
+        Err(from_global_error(rank, raw, pe, b, &v))
     }
 }
 
-static CURRENT: Mutex<Option<Arc<Snapshot>>> = Mutex::new(None);
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-struct Cached {
-    generation: u64,
-    snapshot: Option<Arc<Snapshot>>,
+fn no_heap() -> Error {
+    Error::new(Status::TableNotSet, "no heap is known: call upcxx_extra_nvshmem_heap_query or upcxx_extra_nvshmem_attach first")
 }
 
-thread_local! {
-    static CACHE: RefCell<Cached> = const { RefCell::new(Cached { generation: 0, snapshot: None }) };
+fn no_peers(v: &View) -> Error {
+    Error::new(
+        Status::TableNotSet,
+        format!(
+            "the peer table is not set for heap [0x{:x}, 0x{:x}) of PE {}: call upcxx_extra_nvshmem_set_peers first",
+            v.base,
+            v.base + v.size,
+            v.my_pe
+        ),
+    )
 }
 
-/// Publishes a new snapshot (None = forget the heap and the table).
-pub fn publish(snapshot: Option<Snapshot>) {
-    let mut cur = CURRENT.lock();
-    *cur = snapshot.map(Arc::new);
-    GENERATION.fetch_add(1, Ordering::Release);
-}
-
-/// The current snapshot, for writers and slow paths.
-pub fn current() -> Option<Arc<Snapshot>> {
-    CURRENT.lock().clone()
-}
-
-/// Replaces the snapshot under the writers' lock with `f(current)`.
-pub fn update(f: impl FnOnce(Option<&Snapshot>) -> Result<Option<Snapshot>>) -> Result<()> {
-    let mut cur = CURRENT.lock();
-    let next = f(cur.as_deref())?;
-    *cur = next.map(Arc::new);
-    GENERATION.fetch_add(1, Ordering::Release);
-    Ok(())
+fn out_of_heap(addr: usize, v: &View) -> Error {
+    Error::new(
+        Status::OutOfHeap,
+        format!("address 0x{addr:x} is outside the symmetric heap [0x{:x}, 0x{:x}) of PE {}", v.base, v.base + v.size, v.my_pe),
+    )
 }
 
 #[cold]
-fn refresh(c: &mut Cached) {
-    let cur = CURRENT.lock();
-    c.generation = GENERATION.load(Ordering::Acquire);
-    c.snapshot = cur.clone();
+fn to_global_error(sym: usize, pe: i32, v: &View) -> Error {
+    if v.flags & HAS_HEAP == 0 {
+        return no_heap();
+    }
+    if v.flags & HAS_PEERS == 0 {
+        return no_peers(v);
+    }
+    if sym.wrapping_sub(v.base) >= v.size {
+        return out_of_heap(sym, v);
+    }
+    Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", v.n))
 }
 
-/// Runs `f` on the current snapshot: the read path (lock-free unless the table just changed).
-#[inline]
-pub fn with_snapshot<R>(f: impl FnOnce(Option<&Snapshot>) -> R) -> R {
-    let generation = GENERATION.load(Ordering::Acquire);
-    match CACHE.try_with(|c| c as *const RefCell<Cached>) {
-        Ok(p) => {
-            // SAFETY: the pointer is to this thread's live slot, used before this call returns.
-            let mut c = unsafe { &*p }.borrow_mut();
-            if c.generation != generation {
-                refresh(&mut c);
-            }
-            f(c.snapshot.as_deref())
-        }
-        // Thread teardown: no cache; read under the lock.
-        Err(_) => f(CURRENT.lock().as_deref()),
+#[cold]
+fn from_global_error(rank: i32, raw: usize, pe: u32, base: usize, v: &View) -> Error {
+    if v.flags & HAS_HEAP == 0 {
+        return no_heap();
     }
+    if v.flags & HAS_PEERS == 0 {
+        return no_peers(v);
+    }
+    if (rank as u32) >= v.n {
+        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (address 0x{raw:x})", v.n));
+    }
+    Error::new(
+        Status::OutOfHeap,
+        format!("address 0x{raw:x} on rank {rank} (PE {pe}) is outside that PE's heap [0x{base:x}, 0x{:x})", base + v.size),
+    )
 }
 
 #[cfg(test)]
@@ -296,54 +464,82 @@ mod tests {
         Heap { base: 0x10000, size: 0x1000, mapped_size: 0x800, my_pe: me, n_pes: n, device: 3, version: (3, 4, 5), source: Source::Manual }
     }
 
+    fn table_with(h: Heap) -> Table {
+        let t = Table::new();
+        t.set_heap(Some(h));
+        t
+    }
+
     #[test]
     fn uniform_identity_is_o1() {
         let h = heap(4, 1);
+        let t = table_with(h);
         let specs: Vec<_> = (0..4).map(|r| PeerSpec { rank: r, base: h.base }).collect();
-        let p = Peers::build(&h, &specs).unwrap();
-        assert_eq!(p.bytes(), 0);
-        let s = Snapshot { heap: h, peers: Some(p) };
-        assert_eq!(s.to_global(0x10010, 2).unwrap(), Global { rank: 2, pe: 2, device: -1, raw: 0x10010 });
-        assert_eq!(s.to_global(0x10010, 1).unwrap().device, 3);
-        assert_eq!(s.from_global(2, 0x10010).unwrap(), (0x10010, 2));
+        t.set_peers(&h, &specs).unwrap();
+        assert_eq!(t.table_bytes(), Some(0));
+        assert_eq!(t.to_global(0x10010, 2).unwrap(), Global { rank: 2, pe: 2, device: -1, raw: 0x10010 });
+        assert_eq!(t.to_global(0x10010, 1).unwrap().device, 3);
+        assert_eq!(t.from_global(2, 0x10010).unwrap(), (0x10010, 2));
     }
 
     #[test]
     fn different_bases_and_shuffled_ranks() {
         let h = heap(3, 0);
+        let t = table_with(h);
         let specs = [
             PeerSpec { rank: 2, base: 0x10000 },
             PeerSpec { rank: 0, base: 0x50000 },
             PeerSpec { rank: 1, base: 0x90000 },
         ];
-        let p = Peers::build(&h, &specs).unwrap();
-        assert_eq!(p.bytes(), 3 * 16);
-        let s = Snapshot { heap: h, peers: Some(p) };
-        let g = s.to_global(0x10020, 1).unwrap();
+        t.set_peers(&h, &specs).unwrap();
+        assert_eq!(t.table_bytes(), Some(3 * 16));
+        let g = t.to_global(0x10020, 1).unwrap();
         assert_eq!((g.rank, g.raw), (0, 0x50020));
-        assert_eq!(s.from_global(0, 0x50020).unwrap(), (0x10020, 1));
-        assert_eq!(s.from_global(1, 0x90fff).unwrap(), (0x10fff, 2));
-        assert_eq!(s.from_global(1, 0x91000).unwrap_err().status, Status::OutOfHeap);
-        assert_eq!(s.from_global(1, 0x8ffff).unwrap_err().status, Status::OutOfHeap);
-        assert_eq!(s.to_global(0x10020, 3).unwrap_err().status, Status::BadPe);
-        assert_eq!(s.to_global(0x10020, -1).unwrap_err().status, Status::BadPe);
-        assert_eq!(s.from_global(3, 0x10020).unwrap_err().status, Status::BadRank);
-        assert_eq!(s.to_global(0x11000, 0).unwrap_err().status, Status::OutOfHeap);
-        assert_eq!(s.to_global(0xffff, 0).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!(t.from_global(0, 0x50020).unwrap(), (0x10020, 1));
+        assert_eq!(t.from_global(1, 0x90fff).unwrap(), (0x10fff, 2));
+        assert_eq!(t.from_global(1, 0x91000).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!(t.from_global(1, 0x8ffff).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!(t.to_global(0x10020, 3).unwrap_err().status, Status::BadPe);
+        assert_eq!(t.to_global(0x10020, -1).unwrap_err().status, Status::BadPe);
+        assert_eq!(t.from_global(3, 0x10020).unwrap_err().status, Status::BadRank);
+        assert_eq!(t.from_global(-1, 0x10020).unwrap_err().status, Status::BadRank);
+        assert_eq!(t.to_global(0x11000, 0).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!(t.to_global(0xffff, 0).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!(t.offset(0x10fff).unwrap(), 0xfff);
+        assert!(t.offset(0x11000).unwrap_err().message.contains("0x11000"));
     }
 
     #[test]
     fn bad_tables_are_refused() {
         let h = heap(2, 0);
+        let t = table_with(h);
         let dup = [PeerSpec { rank: 1, base: 0x10000 }, PeerSpec { rank: 1, base: 0x10000 }];
-        assert_eq!(Peers::build(&h, &dup).unwrap_err().status, Status::BadRank);
+        assert_eq!(t.set_peers(&h, &dup).unwrap_err().status, Status::BadRank);
         let wrong_mine = [PeerSpec { rank: 0, base: 0x20000 }, PeerSpec { rank: 1, base: 0x10000 }];
-        assert_eq!(Peers::build(&h, &wrong_mine).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(t.set_peers(&h, &wrong_mine).unwrap_err().status, Status::InvalidArgument);
         let null_base = [PeerSpec { rank: 0, base: 0x10000 }, PeerSpec { rank: 1, base: 0 }];
-        assert_eq!(Peers::build(&h, &null_base).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(t.set_peers(&h, &null_base).unwrap_err().status, Status::InvalidArgument);
         let short = [PeerSpec { rank: 0, base: 0x10000 }];
-        assert_eq!(Peers::build(&h, &short).unwrap_err().status, Status::InvalidArgument);
-        let s = Snapshot { heap: h, peers: None };
-        assert_eq!(s.to_global(0x10000, 0).unwrap_err().status, Status::TableNotSet);
+        assert_eq!(t.set_peers(&h, &short).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(t.to_global(0x10000, 0).unwrap_err().status, Status::TableNotSet);
+        let other = Heap { base: 0x20000, ..h };
+        let ok = [PeerSpec { rank: 0, base: 0x20000 }, PeerSpec { rank: 1, base: 0x10000 }];
+        assert_eq!(t.set_peers(&other, &ok).unwrap_err().status, Status::InvalidArgument);
+    }
+
+    #[test]
+    fn pool_reuses_buffers_and_detach_forgets() {
+        let h = heap(4, 0);
+        let t = table_with(h);
+        let shuffled: Vec<_> = (0..4).map(|p| PeerSpec { rank: (p + 1) % 4, base: 0x10000 + (p as usize) * 0x100000 }).collect();
+        for _ in 0..10 {
+            t.set_peers(&h, &shuffled).unwrap();
+        }
+        let m = t.master.lock();
+        assert!(m.pool_usize.len() <= 1 && m.pool_u32.len() <= 2, "buffers are recycled, not accumulated");
+        drop(m);
+        t.set_heap(None);
+        assert_eq!(t.to_global(0x10000, 0).unwrap_err().status, Status::TableNotSet);
+        assert_eq!(t.table_bytes(), None);
     }
 }
