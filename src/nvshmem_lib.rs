@@ -211,6 +211,37 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
     Some(lib)
 }
 
+/// Opens a library file for inspection (the doctor): `dlopen(RTLD_NOW | RTLD_LOCAL)`, without
+/// initialising NVSHMEM. Err carries `dlerror()`.
+pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
+    let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cpath = CString::new(canonical.as_os_str().as_encoded_bytes()).map_err(|_| "path contains NUL".to_string())?;
+    // SAFETY: loading a library runs its constructors; that is what inspecting it requires.
+    let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        // SAFETY: dlerror returns a thread-local message or NULL.
+        let err = unsafe { libc::dlerror() };
+        let msg = if err.is_null() { "dlopen failed".into() } else { unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned() };
+        return Err(msg);
+    }
+    let handle = Handle(handle);
+    // Find the loaded object by an address inside it: any exported symbol will do.
+    let probe = [c"nvshmemx_init_status", c"nvshmem_ptr", c"nvshmem_info_get_name"]
+        .iter()
+        // SAFETY: valid handle and names.
+        .map(|n| unsafe { libc::dlsym(handle.0, n.as_ptr()) } as usize)
+        .find(|p| *p != 0);
+    let mut search = match probe {
+        Some(addr) => Search { want_name: false, addr, found: None },
+        None => Search { want_name: true, addr: 0, found: None },
+    };
+    iterate(&mut search);
+    let found = search.found.ok_or_else(|| "the library is loaded but not found among the loaded objects".to_string())?;
+    let mut lib = LoadedLibrary { path: canonical, load_bias: found.load_bias, segments: found.segments, handle, api: PublicApi::default() };
+    lib.api = resolve_api(&lib);
+    Ok(lib)
+}
+
 macro_rules! sym {
     ($lib:expr, $name:literal) => {{
         let p = $lib.dlsym($name);

@@ -1,4 +1,268 @@
-//! placeholder
-pub struct Report;
-impl Report { pub fn to_text(&self) -> String { String::new() } }
-pub fn in_process() -> Report { Report }
+//! The doctor's engine: what this library can do with a given NVSHMEM host library, as text and
+//! JSON, with a verdict. Used by `upcxx-nvshmem-doctor` (a file, without initialising NVSHMEM)
+//! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
+
+use crate::cuda;
+use crate::discovery::{self, Source};
+use crate::elf;
+use crate::layout;
+use crate::nvshmem_lib::{self, LoadedLibrary};
+use crate::status::Status;
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// Supported / degraded / unsupported, with the exit status of the doctor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Supported = 0,
+    Degraded = 1,
+    Unsupported = 2,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Supported => "supported",
+            Verdict::Degraded => "degraded",
+            Verdict::Unsupported => "unsupported",
+        }
+    }
+}
+
+/// A report: JSON is the source of truth, the text is rendered from it.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub json: Value,
+    pub verdict: Verdict,
+}
+
+fn step_json(lib: &LoadedLibrary, step: Source) -> (Value, Status) {
+    if step == Source::Cumodule {
+        // Not run here: it needs an initialised NVSHMEM. Say whether it can run at all.
+        let exported = lib.api.cumodule_init.is_some();
+        let driver = cuda::driver_available();
+        let (available, reason) = match (exported, driver) {
+            (false, _) => (false, "nvshmemx_cumodule_init is not exported".to_string()),
+            (true, true) => (true, "nvshmemx_cumodule_init is exported and the CUDA driver is loadable; runs after nvshmem_init".into()),
+            (true, false) => (true, "nvshmemx_cumodule_init is exported; needs a GPU (no libcuda here) and an initialised NVSHMEM at run time".into()),
+        };
+        let status = if available { Status::Ok } else { Status::StepUnavailable };
+        return (json!({"step": "cumodule", "available": available, "status": status.name(), "reason": reason}), status);
+    }
+    let status = match discovery::resolve_in(clone_lib(lib), step) {
+        Ok(r) => (Status::Ok, r.steps.last().map(|o| o.detail.clone()).unwrap_or_default()),
+        Err((e, _)) => (e.status, e.message.trim_start_matches("no resolution step found the NVSHMEM state: ").to_string()),
+    };
+    (json!({"step": step.name(), "available": status.0 == Status::Ok, "status": status.0.name(), "reason": status.1}), status.0)
+}
+
+/// `resolve_in` takes the library by value; inspection re-opens a handle to the same object.
+fn clone_lib(lib: &LoadedLibrary) -> LoadedLibrary {
+    let cpath = std::ffi::CString::new(lib.path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: RTLD_NOLOAD only bumps the reference count of a loaded object.
+    let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    LoadedLibrary {
+        path: lib.path.clone(),
+        load_bias: lib.load_bias,
+        segments: lib.segments.clone(),
+        handle: nvshmem_lib::Handle(if h.is_null() { std::ptr::null_mut() } else { h }),
+        api: lib.api,
+    }
+}
+
+/// Static facts about a loaded NVSHMEM library: steps, symbol, layout, verdict.
+pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict, String) {
+    let mut m = serde_json::Map::new();
+    let name = lib.name();
+    m.insert("nvshmem".into(), json!({
+        "name": name,
+        "version": lib.version().map(|(a, b, c)| format!("{a}.{b}.{c}")),
+        "init_status": lib.init_status(),
+    }));
+    let sym = elf::lookup(&lib.path, &["nvshmemi_device_state", "nvshmemi_state"]);
+    let (has_symtab, st) = match &sym {
+        Ok(l) => (l.has_symtab, l.symbols.clone()),
+        Err(_) => (false, vec![None, None]),
+    };
+    let sym_json = |name: &str, s: Option<elf::FileSymbol>| match s {
+        Some(s) => json!({"name": name, "st_value": s.value, "st_size": s.size, "binding": if s.local { "local" } else { "global" },
+                          "address": format!("0x{:x}", lib.load_bias.wrapping_add(s.value as usize))}),
+        None => json!({"name": name, "found": false}),
+    };
+    m.insert("symtab_present".into(), json!(has_symtab));
+    m.insert("symbols".into(), json!([sym_json("nvshmemi_device_state", st[0]), sym_json("nvshmemi_state", st[1])]));
+
+    let mut steps = Vec::new();
+    let mut statuses = Vec::new();
+    for step in Source::STEPS {
+        let (j, s) = step_json(lib, step);
+        steps.push(j);
+        statuses.push(s);
+    }
+    m.insert("steps".into(), Value::Array(steps));
+
+    // The layout check: the symbol's size covers what is read, and the version field is either
+    // still 0 (before nvshmem_init) or 0x10000 + st_size.
+    let layout_json = match st[0] {
+        Some(s) => {
+            let addr = lib.load_bias.wrapping_add(s.value as usize);
+            let version = if lib.contains_writable(addr, 4) {
+                // SAFETY: inside the library's writable segment.
+                Some(unsafe { std::ptr::read_volatile(addr as *const u32) })
+            } else {
+                None
+            };
+            let expected = layout::VERSION_MAJOR_TAG as u64 + s.size;
+            let (check, detail) = match version {
+                _ if (s.size as usize) < layout::PREFIX_LEN => ("fail", format!("st_size {} is smaller than the {} bytes read", s.size, layout::PREFIX_LEN)),
+                None => ("fail", "the symbol is not inside a loaded writable segment".to_string()),
+                Some(0) => ("pass", format!("st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{expected:x}", s.size, layout::PREFIX_LEN)),
+                Some(v) if v as u64 == expected => ("pass", format!("version field 0x{v:x} == 0x10000 + st_size")),
+                Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{expected:x}")),
+            };
+            json!({"check": check, "detail": detail, "version_field": version, "expected_version": expected, "state_size": s.size,
+                   "offsets": {"version": layout::OFF_VERSION, "mype": layout::OFF_MYPE, "npes": layout::OFF_NPES,
+                               "heap_base": layout::OFF_HEAP_BASE, "heap_size": layout::OFF_HEAP_SIZE,
+                               "peer_heap_base_p2p": layout::OFF_PEER_HEAP_BASE_P2P, "peer_heap_base_remote": layout::OFF_PEER_HEAP_BASE_REMOTE}})
+        }
+        None => json!({"check": "not-run", "detail": "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time"}),
+    };
+    let layout_failed = layout_json["check"] == "fail";
+    m.insert("layout".into(), layout_json);
+
+    let direct_ok = statuses[0] == Status::Ok || statuses[1] == Status::Ok;
+    let public_ok = statuses[2] == Status::Ok;
+    let any_layout_error = statuses.contains(&Status::UnsupportedLayout) || layout_failed;
+    let (verdict, reason) = if any_layout_error {
+        (Verdict::Unsupported, "the state's layout does not match what this library reads (see layout and steps)".to_string())
+    } else if direct_ok {
+        let via = if statuses[0] == Status::Ok { "dlsym" } else { ".symtab" };
+        (Verdict::Supported, format!("the heap is found through {via}{}", if public_ok { ", with the public cumodule route as a fallback" } else { "" }))
+    } else if public_ok {
+        (Verdict::Degraded, "supported through the public route only: nvshmemi_device_state is neither exported nor in a .symtab (stripped?)".to_string())
+    } else {
+        (Verdict::Unsupported, "no resolution step can find the state: not exported, no .symtab, and no nvshmemx_cumodule_init".to_string())
+    };
+    (m, verdict, reason)
+}
+
+fn finish(mut m: serde_json::Map<String, Value>, verdict: Verdict, reason: String) -> Report {
+    m.insert("verdict".into(), json!(verdict.name()));
+    m.insert("exit_code".into(), json!(verdict as i32));
+    m.insert("reason".into(), json!(reason));
+    Report { json: Value::Object(m), verdict }
+}
+
+fn header(path: &str, found_by: &str, searched: &[String]) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("tool".into(), json!("upcxx-nvshmem-doctor"));
+    m.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
+    m.insert("library".into(), json!({"path": path, "found_by": found_by, "searched": searched}));
+    m
+}
+
+/// The doctor on a file (NVSHMEM is not initialised).
+pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
+    let mut m = header(&path.display().to_string(), found_by, searched);
+    let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
+    let bytes = match std::fs::read(path).map(|b| b.get(..4).map(|h| h.to_vec())) {
+        Err(e) => return unsupported(m, format!("cannot read {}: {e}", path.display())),
+        Ok(h) => h,
+    };
+    if bytes.as_deref() != Some(b"\x7fELF") {
+        return unsupported(m, format!("{} is not an ELF shared library", path.display()));
+    }
+    let lib = match nvshmem_lib::open_file(path) {
+        Ok(l) => l,
+        Err(e) => return unsupported(m, format!("dlopen failed: {e}")),
+    };
+    if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
+        return unsupported(m, format!("{} is not an NVSHMEM host library (no nvshmemx_init_status, no nvshmem_info_get_name)", path.display()));
+    }
+    let (facts, verdict, reason) = analyze(&lib);
+    m.extend(facts);
+    finish(m, verdict, reason)
+}
+
+/// The report inside a job: the NVSHMEM library loaded in this process and, when it is
+/// initialised, the runtime facts (base, sizes, PE, device, the step that served, validation).
+pub fn in_process() -> Report {
+    let Some(lib) = nvshmem_lib::find_loaded() else {
+        let m = header("", "loaded in this process", &[]);
+        return finish(m, Verdict::Unsupported, "no NVSHMEM host library is loaded in this process".into());
+    };
+    let mut m = header(&lib.path.display().to_string(), "loaded in this process", &[]);
+    let (facts, verdict, reason) = analyze(&lib);
+    m.extend(facts);
+    let runtime = match discovery::query_live() {
+        Ok(h) => json!({
+            "validation": "pass",
+            "source": h.source.name(),
+            "base": format!("0x{:x}", h.fields.heap_base),
+            "reserved_size": h.fields.heap_size,
+            "mapped_size": h.mapped_size,
+            "my_pe": h.fields.mype,
+            "n_pes": h.fields.npes,
+            "device": h.device,
+        }),
+        Err(e) => json!({"validation": e.status.name(), "error": e.message}),
+    };
+    m.insert("runtime".into(), runtime);
+    m.insert("resolution_trace".into(), Value::Array(
+        discovery::last_steps().iter().map(|o| json!({"step": o.source.name(), "status": o.status.name(), "detail": o.detail})).collect(),
+    ));
+    finish(m, verdict, reason)
+}
+
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.json).unwrap_or_default()
+    }
+
+    /// The human-readable form.
+    pub fn to_text(&self) -> String {
+        let j = &self.json;
+        let s = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            Value::Null => "-".into(),
+            other => other.to_string(),
+        };
+        let mut out = String::new();
+        out += &format!("upcxx-nvshmem-doctor {}\n", s(&j["tool_version"]));
+        out += &format!("library:   {} (found by {})\n", s(&j["library"]["path"]), s(&j["library"]["found_by"]));
+        if let Some(n) = j.get("nvshmem") {
+            out += &format!("nvshmem:   {} (release {})\n", s(&n["name"]), s(&n["version"]));
+        }
+        if let Some(b) = j.get("symtab_present") {
+            out += &format!(".symtab:   {}\n", if b == true { "present" } else { "absent (stripped)" });
+        }
+        if let Some(Value::Array(syms)) = j.get("symbols") {
+            for y in syms {
+                if y.get("found") == Some(&Value::Bool(false)) {
+                    out += &format!("symbol:    {}: not found\n", s(&y["name"]));
+                } else {
+                    out += &format!("symbol:    {}: st_value 0x{:x}, st_size {}, {} (address {})\n", s(&y["name"]),
+                                    y["st_value"].as_u64().unwrap_or(0), s(&y["st_size"]), s(&y["binding"]), s(&y["address"]));
+                }
+            }
+        }
+        if let Some(Value::Array(steps)) = j.get("steps") {
+            for st in steps {
+                out += &format!("step {:9} {} ({})\n", s(&st["step"]), if st["available"] == true { "available  " } else { "unavailable" }, s(&st["reason"]));
+            }
+        }
+        if let Some(l) = j.get("layout") {
+            out += &format!("layout:    {}: {}\n", s(&l["check"]), s(&l["detail"]));
+        }
+        if let Some(r) = j.get("runtime") {
+            if r["validation"] == "pass" {
+                out += &format!("runtime:   base {} reserved {} mapped {} PE {}/{} device {} via {}; validation pass\n",
+                                s(&r["base"]), s(&r["reserved_size"]), s(&r["mapped_size"]), s(&r["my_pe"]), s(&r["n_pes"]), s(&r["device"]), s(&r["source"]));
+            } else {
+                out += &format!("runtime:   {}: {}\n", s(&r["validation"]), s(&r["error"]));
+            }
+        }
+        out += &format!("verdict:   {}: {}\n", s(&j["verdict"]), s(&j["reason"]));
+        out
+    }
+}

@@ -67,6 +67,27 @@ impl Status {
         Status::Panic,
     ];
 
+    /// The C name without prefix (`OK`, `NULL_ARGUMENT`, ...), as in the header.
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::NullArgument => "NULL_ARGUMENT",
+            Status::NotLoaded => "NOT_LOADED",
+            Status::NotInitialized => "NOT_INITIALIZED",
+            Status::UnsupportedLayout => "UNSUPPORTED_LAYOUT",
+            Status::ValidationFailed => "VALIDATION_FAILED",
+            Status::OutOfHeap => "OUT_OF_HEAP",
+            Status::BadPe => "BAD_PE",
+            Status::BadRank => "BAD_RANK",
+            Status::TableNotSet => "TABLE_NOT_SET",
+            Status::InvalidArgument => "INVALID_ARGUMENT",
+            Status::StepUnavailable => "STEP_UNAVAILABLE",
+            Status::CudaError => "CUDA_ERROR",
+            Status::BufferTooSmall => "BUFFER_TOO_SMALL",
+            Status::Panic => "PANIC",
+        }
+    }
+
     /// The static, NUL-terminated description of the status.
     pub fn description(self) -> &'static CStr {
         match self {
