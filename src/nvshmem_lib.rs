@@ -231,10 +231,10 @@ pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
         // SAFETY: valid handle and names.
         .map(|n| unsafe { libc::dlsym(handle.0, n.as_ptr()) } as usize)
         .find(|p| *p != 0);
-    let mut search = match probe {
-        Some(addr) => Search { want_name: false, addr, found: None },
-        None => Search { want_name: true, addr: 0, found: None },
+    let Some(addr) = probe else {
+        return Err("not an NVSHMEM host library: it exports none of nvshmemx_init_status, nvshmem_ptr, nvshmem_info_get_name".into());
     };
+    let mut search = Search { want_name: false, addr, found: None };
     iterate(&mut search);
     let found = search.found.ok_or_else(|| "the library is loaded but not found among the loaded objects".to_string())?;
     let mut lib = LoadedLibrary { path: canonical, load_bias: found.load_bias, segments: found.segments, handle, api: PublicApi::default() };
