@@ -42,3 +42,34 @@ if [ -x "$PREFIX/bin/upcxx-nvshmem-doctor" ]; then
   run "$PREFIX/bin/upcxx-nvshmem-doctor" "$NV/lib/libnvshmem_host.so.3"
   run "$PREFIX/bin/upcxx-nvshmem-doctor" --json "$OUTDIR/stripped/libnvshmem_host.so.3"
 fi
+
+# ---- Same-host concurrency and scaling (binaries built on the CPU machine, carried in .dev/bin).
+if [ -x "$PREFIX/bin/concurrency-test" ]; then
+  run UXN_STRESS_MS=2000 UXN_ASSERT_SCALING=1 "$PREFIX/bin/concurrency-test" --nocapture
+fi
+if [ -x "$PREFIX/bin/bench_translate" ]; then
+  run "$PREFIX/bin/bench_translate" --max-pes 1048576
+fi
+
+# ---- The UPC++ layer: needs an installed UPC++ 2020.10.0 with CUDA (carried as .upcxx/*.tar.gz,
+# built outside this repo; see docs/gpu-results.md for versions and flags).
+if [ -f .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz ] && [ ! -x /opt/upcxx/bin/upcxx-meta ]; then
+  tar xzf .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz -C /opt
+  mkdir -p /work && tar xzf .upcxx/cuda-home-13.0.88.tar.gz -C /work
+fi
+UPCXX_INSTALL=${UPCXX_INSTALL:-/opt/upcxx}
+if [ -x "$UPCXX_INSTALL/bin/upcxx-meta" ]; then
+  export UPCXX_NETWORK=smp UPCXX_CODEMODE=opt UPCXX_THREADMODE=seq
+  M="$UPCXX_INSTALL/bin/upcxx-meta"
+  for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp; do
+    exe="$OUTDIR/$(basename "$prog" .cpp)"
+    $($M CXX) $($M CXXFLAGS) -std=c++17 $($M PPFLAGS) -I"$NV/include" -I"$PREFIX/include" "$prog" -o "$exe" \
+      $($M LDFLAGS) -L"$LINKDIR" -lnvshmem_host -L"$PREFIX/lib" -lupcxx_extra_nvshmem $($M LIBS) || echo "BUILD FAILED: $prog"
+  done
+  export UPCXX_SHARED_HEAP_SIZE=${UPCXX_SHARED_HEAP_SIZE:-2GB}
+  run "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_upcxx_copy"
+  run NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_upcxx_copy"
+  run "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_hpp_test"
+else
+  echo "SKIPPED: UPC++ not installed (no $UPCXX_INSTALL/bin/upcxx-meta)"
+fi

@@ -204,14 +204,11 @@ impl Table {
         self.seq.store(s + 2, Ordering::Release);
     }
 
-    fn retire_arrays(m: &mut Master) {
-        if let Some(b) = m.bases.take() {
-            m.pool_usize.push(b);
-        }
-        for b in [m.rank_of_pe.take(), m.pe_of_rank.take()].into_iter().flatten() {
-            m.pool_u32.push(b);
-        }
-        m.peers = false;
+    /// Returns unpublished arrays to the pool.
+    fn pool(m: &mut Master, old: (Option<Buf<AtomicUsize>>, Option<Buf<AtomicU32>>, Option<Buf<AtomicU32>>)) {
+        m.pool_usize.extend(old.0);
+        m.pool_u32.extend(old.1);
+        m.pool_u32.extend(old.2);
     }
 
     /// Sets the heap (None forgets heap and table). The peer table is kept when the heap is the
@@ -219,20 +216,27 @@ impl Table {
     pub fn set_heap(&self, heap: Option<Heap>) {
         let mut m = self.master.lock();
         let keep = matches!((m.heap, heap), (Some(a), Some(b)) if a.same_heap(&b));
-        if !keep {
-            Self::retire_arrays(&mut m);
-        }
         m.heap = heap;
-        self.store(&m);
+        if !keep {
+            // Unpublish first (the store below), then pool: no buffer is rewritten while published.
+            m.peers = false;
+            let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
+            self.store(&m);
+            Self::pool(&mut m, old);
+        } else {
+            self.store(&m);
+        }
     }
 
     /// Forgets the heap only if it came from discovery (NVSHMEM is gone).
     pub fn forget_discovered(&self) {
         let mut m = self.master.lock();
         if m.heap.is_some_and(|h| h.source != Source::Manual) {
-            Self::retire_arrays(&mut m);
             m.heap = None;
+            m.peers = false;
+            let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
             self.store(&m);
+            Self::pool(&mut m, old);
         }
     }
 
@@ -287,15 +291,16 @@ impl Table {
         if !m.heap.is_some_and(|h| h.same_heap(heap)) {
             crate::fail!(InvalidArgument, "the heap changed while the table was being built");
         }
-        Self::retire_arrays(&mut m);
-        if !uniform {
+        // New arrays come from the pool *before* the published ones are retired: a buffer that
+        // readers may still be reading is never rewritten until a sequence bump has retired it.
+        let bases = (!uniform).then(|| {
             let b = take(&mut m.pool_usize, n);
             for (slot, s) in b.slice().iter().zip(specs) {
                 slot.store(s.base, Ordering::Relaxed);
             }
-            m.bases = Some(b);
-        }
-        if !identity {
+            b
+        });
+        let ranks = (!identity).then(|| {
             let r = take(&mut m.pool_u32, n);
             for (slot, s) in r.slice().iter().zip(specs) {
                 slot.store(s.rank as u32, Ordering::Relaxed);
@@ -304,11 +309,17 @@ impl Table {
             for (slot, v) in p.slice().iter().zip(&pe_of_rank) {
                 slot.store(*v, Ordering::Relaxed);
             }
+            (r, p)
+        });
+        let old = (std::mem::replace(&mut m.bases, bases), m.rank_of_pe.take(), m.pe_of_rank.take());
+        if let Some((r, p)) = ranks {
             m.rank_of_pe = Some(r);
             m.pe_of_rank = Some(p);
         }
         m.peers = true;
         self.store(&m);
+        // Only now, after the sequence bump, may a later table reuse the old buffers.
+        Self::pool(&mut m, old);
         Ok(())
     }
 
@@ -536,7 +547,7 @@ mod tests {
             t.set_peers(&h, &shuffled).unwrap();
         }
         let m = t.master.lock();
-        assert!(m.pool_usize.len() <= 1 && m.pool_u32.len() <= 2, "buffers are recycled, not accumulated");
+        assert!(m.pool_usize.len() <= 2 && m.pool_u32.len() <= 4, "buffers are recycled, not accumulated");
         drop(m);
         t.set_heap(None);
         assert_eq!(t.to_global(0x10000, 0).unwrap_err().status, Status::TableNotSet);

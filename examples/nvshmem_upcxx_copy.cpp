@@ -1,0 +1,130 @@
+// nvshmem_put and upcxx::copy on the same objects in GPU memory.
+//
+// Each PE nvshmem_mallocs arrays and fills one; nvshmem_int_put sends it to the next PE; UPC++
+// upcxx::copy reads the next PE's copy of that symmetric object (through to_global_ptr) into
+// another symmetric array, and writes into the next PE's object for NVSHMEM (nvshmem_int_get)
+// to read back. Every PE checks every element; from_global_ptr round-trips every pointer used.
+//
+// Launch with UPC++ (smp conduit; NVSHMEM is bootstrapped with a unique id that UPC++ broadcasts):
+//   UPCXX_SHARED_HEAP_SIZE=1GB upcxx-run -n 2 ./nvshmem_upcxx_copy [elements]
+// Build: see docs/gpu-results.md (upcxx-meta flags + NVSHMEM include/lib + this library).
+#include <cuda_runtime.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+
+#define CUDA_OK(x)                                                                                   \
+    do {                                                                                             \
+        cudaError_t e_ = (x);                                                                        \
+        if (e_ != cudaSuccess) {                                                                     \
+            std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+            std::abort();                                                                            \
+        }                                                                                            \
+    } while (0)
+
+static int value(int pe, size_t i) { return (pe << 26) | static_cast<int>(i & ((1u << 26) - 1)); }
+
+static long count_wrong(const int *dev, size_t n, int from_pe) {
+    std::vector<int> h(n);
+    CUDA_OK(cudaMemcpy(h.data(), dev, n * sizeof(int), cudaMemcpyDeviceToHost));
+    long wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += h[i] != value(from_pe, i);
+    return wrong;
+}
+
+int main(int argc, char **argv) {
+    upcxx::init();
+    const int me = upcxx::rank_me(), n = upcxx::rank_n();
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    CUDA_OK(cudaSetDevice(me % ndev));
+
+    // NVSHMEM, bootstrapped by a unique id that UPC++ broadcasts.
+    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
+    if (me == 0) nvshmemx_get_uniqueid(&id);
+    id = upcxx::broadcast(id, 0).wait();
+    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+    nvshmemx_set_attr_uniqueid_args(me, n, &id, &attr);
+    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+    const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes();
+    const int next = (pe + 1) % npes, prev = (pe - 1 + npes) % npes;
+
+    const size_t N = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t(1) << 24);
+    int *a = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // mine, filled here
+    int *b = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // nvshmem_put target
+    int *c = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // upcxx::copy target
+    int *d = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // written by the previous PE through UPC++
+    if (!a || !b || !c || !d) {
+        std::fprintf(stderr, "PE %d: nvshmem_malloc failed\n", pe);
+        return 2;
+    }
+    {
+        std::vector<int> h(N);
+        for (size_t i = 0; i < N; i++) h[i] = value(pe, i);
+        CUDA_OK(cudaMemcpy(a, h.data(), N * sizeof(int), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemset(b, 0xff, N * sizeof(int)));
+        CUDA_OK(cudaMemset(c, 0xff, N * sizeof(int)));
+        CUDA_OK(cudaMemset(d, 0xff, N * sizeof(int)));
+    }
+    nvshmem_barrier_all();
+
+    // After the nvshmem_mallocs, so the UPC++ segment covers them.
+    upcxx::extra::nvshmem_heap heap;
+    long wrong = 0, roundtrip_errors = 0;
+    auto roundtrip = [&](auto gp, int *sym, int owner) {
+        auto back = heap.from_global_ptr(gp);
+        if (back.first != sym || back.second != owner) roundtrip_errors++;
+    };
+
+    // 1. NVSHMEM: my `a` into the next PE's `b`.
+    nvshmem_int_put(b, a, N, next);
+    nvshmem_quiet();
+    nvshmem_barrier_all();
+
+    // 2. UPC++: the next PE's `b` (which now holds my `a`) into my `c`.
+    auto next_b = heap.to_global_ptr(b, next);
+    auto my_c = heap.to_global_ptr(c);
+    roundtrip(next_b, b, next);
+    roundtrip(my_c, c, pe);
+    upcxx::copy(next_b, my_c, N).wait();
+    long w2 = count_wrong(c, N, pe);
+    // ...and my own `b` holds the previous PE's `a`.
+    long w1 = count_wrong(b, N, prev);
+
+    // 3. UPC++ writes my `a` into the next PE's `d`; NVSHMEM reads it back from there.
+    auto my_a = heap.to_global_ptr(a);
+    auto next_d = heap.to_global_ptr(d, next);
+    roundtrip(my_a, a, pe);
+    roundtrip(next_d, d, next);
+    upcxx::copy(my_a, next_d, N).wait();
+    upcxx::barrier();
+    CUDA_OK(cudaMemset(c, 0xff, N * sizeof(int)));
+    nvshmem_int_get(c, d, N, next);
+    nvshmem_quiet();
+    long w3 = count_wrong(c, N, pe);
+    long w4 = count_wrong(d, N, prev);  // my own `d`, written by the previous PE through UPC++
+    wrong = w1 + w2 + w3 + w4;
+
+    std::printf("PE %d (rank %d) of %d, N=%zu, heap base %p extent %zu MiB: "
+                "put->b %ld wrong, copy(next b)->c %ld wrong, copy->next d + nvshmem_get %ld wrong, d from prev %ld wrong, "
+                "from_global_ptr round-trip errors %ld\n",
+                pe, me, npes, N, heap.base(), heap.extent() >> 20, w1, w2, w3, w4, roundtrip_errors);
+    long total = upcxx::reduce_all(wrong + roundtrip_errors, upcxx::op_fast_add).wait();
+    if (me == 0) std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 4 checks x %d PEs)\n",
+                             total ? "FAIL" : "PASS", total, N, npes);
+
+    heap.destroy();  // before nvshmem_finalize
+    nvshmem_free(d);
+    nvshmem_free(c);
+    nvshmem_free(b);
+    nvshmem_free(a);
+    nvshmem_finalize();
+    upcxx::finalize();
+    return total ? 1 : 0;
+}

@@ -1,0 +1,177 @@
+//! Stress: 16 threads translate while another thread swaps peer tables and detaches/attaches the
+//! heap. Every answer is checked against the table it must have come from (each table encodes its
+//! number in both the bases and the ranks, so a torn read - base from one table, rank from
+//! another - is caught). Also reports each thread's call rate against a lone thread's
+//! (`UXN_ASSERT_SCALING=1` makes the 1.5x bound an assertion; do that on a host with >= 17
+//! cores, not on CI's 2).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use upcxx_extra_nvshmem::discovery::Source;
+use upcxx_extra_nvshmem::ffi::*;
+use upcxx_extra_nvshmem::status::Status;
+
+const N: usize = 64;
+const ME: usize = 5;
+const HEAP: usize = 1 << 20;
+const BASE: usize = 0x7000_0000_0000;
+const TABLES: usize = 8;
+
+fn my_base() -> usize {
+    BASE + (TABLES * N + 1) * HEAP
+}
+
+fn base_of(k: usize, pe: usize) -> usize {
+    if pe == ME { my_base() } else { BASE + (k * N + pe) * HEAP }
+}
+
+fn rank_of(k: usize, pe: usize) -> i32 {
+    ((pe + k) % N) as i32
+}
+
+fn attach() {
+    let info = UpcxxExtraNvshmemHeapInfo {
+        base: my_base() as *mut c_void,
+        size: HEAP,
+        mapped_size: HEAP,
+        my_pe: ME as i32,
+        n_pes: N as i32,
+        device: 0,
+        version_major: -1,
+        version_minor: -1,
+        version_patch: -1,
+        source: Source::Manual,
+    };
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
+}
+
+fn set_table(k: usize) {
+    let peers: Vec<UpcxxExtraNvshmemPeer> =
+        (0..N).map(|pe| UpcxxExtraNvshmemPeer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(N as i32, peers.as_ptr()) }, Status::Ok);
+}
+
+/// Which table produced `(pe, rank, raw)` for offset `off`, if any does.
+fn table_of(pe: usize, rank: i32, raw: usize, off: usize) -> Option<usize> {
+    (0..TABLES).find(|&k| base_of(k, pe) + off == raw && rank_of(k, pe) == rank)
+}
+
+struct Worker {
+    calls: u64,
+    wrong: u64,
+    not_set: u64,
+}
+
+fn work(seed: u64, stop: &AtomicBool) -> Worker {
+    let mut x = seed | 1;
+    let mut w = Worker { calls: 0, wrong: 0, not_set: 0 };
+    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    while !stop.load(Ordering::Relaxed) {
+        for _ in 0..256 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pe = (x % N as u64) as usize;
+            let off = ((x >> 8) % HEAP as u64) as usize;
+            let s = unsafe { upcxx_extra_nvshmem_to_global_ptr((my_base() + off) as *const c_void, pe as i32, &mut g) };
+            w.calls += 1;
+            match s {
+                Status::Ok => {
+                    if g.pe != pe as i32 || table_of(pe, g.rank, g.raw as usize, off).is_none() {
+                        w.wrong += 1;
+                    }
+                    // And back: rank -> PE and raw -> symmetric address.
+                    let (mut sym, mut p) = (std::ptr::null_mut(), -1);
+                    let s2 = unsafe { upcxx_extra_nvshmem_from_global_ptr(g.rank, g.raw, &mut sym, &mut p) };
+                    w.calls += 1;
+                    match s2 {
+                        Status::Ok => {
+                            if sym as usize != my_base() + off || p < 0 || table_of(p as usize, g.rank, g.raw as usize, off).is_none() {
+                                w.wrong += 1;
+                            }
+                        }
+                        // The table changed between the two calls: the raw address may not be in
+                        // the new table's heap of that rank's PE, or there may be no table.
+                        Status::OutOfHeap | Status::TableNotSet => {}
+                        _ => w.wrong += 1,
+                    }
+                }
+                Status::TableNotSet => w.not_set += 1,
+                _ => w.wrong += 1,
+            }
+        }
+    }
+    w
+}
+
+#[test]
+fn translate_while_tables_swap() {
+    attach();
+    set_table(0);
+    let run = Duration::from_millis(std::env::var("UXN_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500));
+
+    // A lone thread, no writer.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let lone = {
+        let s = stop.clone();
+        let h = std::thread::spawn(move || work(12345, &s));
+        std::thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap()
+    };
+    let lone_rate = lone.calls as f64 / t0.elapsed().as_secs_f64();
+    assert_eq!(lone.wrong, 0);
+
+    // 16 readers and one writer that swaps tables and detaches/attaches.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (s, n) = (stop.clone(), swaps.clone());
+        std::thread::spawn(move || {
+            let mut k = 0;
+            while !s.load(Ordering::Relaxed) {
+                k = (k + 1) % TABLES;
+                if k == 0 {
+                    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+                    attach();
+                }
+                set_table(k);
+                n.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        })
+    };
+    let t1 = Instant::now();
+    let readers: Vec<_> = (0..16)
+        .map(|i| {
+            let s = stop.clone();
+            std::thread::spawn(move || work(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 2), &s))
+        })
+        .collect();
+    std::thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    let results: Vec<Worker> = readers.into_iter().map(|h| h.join().unwrap()).collect();
+    writer.join().unwrap();
+    let secs = t1.elapsed().as_secs_f64();
+    let total_wrong: u64 = results.iter().map(|w| w.wrong).sum();
+    let slowest = results.iter().map(|w| w.calls as f64 / secs).fold(f64::INFINITY, f64::min);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!(
+        "lone thread: {:.1} M calls/s; 16 threads + writer ({} table swaps, {} cores): slowest thread {:.1} M calls/s \
+         (lone/slowest = {:.2}x); TABLE_NOT_SET answers during detach: {}; wrong answers: {total_wrong}",
+        lone_rate / 1e6,
+        swaps.load(Ordering::Relaxed),
+        cores,
+        slowest / 1e6,
+        lone_rate / slowest,
+        results.iter().map(|w| w.not_set).sum::<u64>()
+    );
+    assert_eq!(total_wrong, 0, "a translation disagreed with every table that was ever current");
+    assert!(swaps.load(Ordering::Relaxed) > 10, "the writer must actually have swapped tables");
+    if std::env::var("UXN_ASSERT_SCALING").is_ok() {
+        assert!(lone_rate / slowest <= 1.5, "a thread under contention ran {:.2}x slower than a lone thread", lone_rate / slowest);
+    }
+}
