@@ -42,7 +42,7 @@ foreach(f "${PREFIX}/include/upcxx_extra_nvshmem.h" "${PREFIX}/bin/upcxx-nvshmem
     list(APPEND errors "${f} is missing")
   endif()
 endforeach()
-execute_process(COMMAND "${PREFIX}/bin/upcxx-nvshmem-doctor" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+execute_process(COMMAND "${PREFIX}/bin/upcxx-nvshmem-doctor" --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message(STATUS "upcxx-nvshmem-doctor: rc ${rc}: ${out}${err}")
 if(NOT rc EQUAL 0)
   list(APPEND errors "upcxx-nvshmem-doctor exited with ${rc}")

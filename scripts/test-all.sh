@@ -136,7 +136,19 @@ if [ "$installed" = 1 ]; then
 
   # ---- doctor runs: reserved for upcxx-nvshmem-doctor checks (e.g. the doctor run against each
   # ---- of $UXN_NVSHMEM_ROOTS); the installed binary is "$PREFIX/bin/upcxx-nvshmem-doctor".
-  step "doctor (installed) runs" "$PREFIX/bin/upcxx-nvshmem-doctor" || true
+  # The installed doctor against every NVSHMEM release: each must be "supported" (exit 0).
+  doctor_all() {
+    local root rc=0
+    IFS=: read -ra _roots <<<"$UXN_NVSHMEM_ROOTS"
+    [ "${#_roots[@]}" -gt 0 ] || { echo "no NVSHMEM roots: nothing to check"; return 0; }
+    for root in "${_roots[@]}"; do
+      [ -n "$root" ] || continue
+      "$PREFIX/bin/upcxx-nvshmem-doctor" "$root/lib/libnvshmem_host.so.3" || rc=1
+      NVSHMEM_HOME="$root" "$PREFIX/bin/upcxx-nvshmem-doctor" --json | grep -q '"verdict": "supported"' || rc=1
+    done
+    return $rc
+  }
+  step "doctor (installed) runs" doctor_all || true
   # ---- end of doctor runs
 fi
 
