@@ -55,7 +55,11 @@ fi
 # built outside this repo; see docs/gpu-results.md for versions and flags).
 if [ -f .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz ] && [ ! -x /opt/upcxx/bin/upcxx-meta ]; then
   tar xzf .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz -C /opt
-  mkdir -p /work && tar xzf .upcxx/cuda-home-13.0.88.tar.gz -C /work
+  # The install's flags name /work/cuda-home (where it was configured): point it at this
+  # machine's CUDA toolkit (full headers, libcudart_static, the libcuda stub for linking).
+  mkdir -p /work
+  if [ -e /usr/local/cuda/include/nv/target ]; then ln -sfn /usr/local/cuda /work/cuda-home
+  else tar xzf .upcxx/cuda-home-13.0.88.tar.gz -C /work; fi
 fi
 UPCXX_INSTALL=${UPCXX_INSTALL:-/opt/upcxx}
 if [ -x "$UPCXX_INSTALL/bin/upcxx-meta" ]; then

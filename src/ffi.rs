@@ -73,8 +73,15 @@ pub struct UpcxxExtraNvshmemLocation {
     pub is_device_address: bool,
 }
 
-fn nonnull<T>(p: *const T, what: &str) -> Result<()> {
-    if p.is_null() { Err(Error::new(Status::NullArgument, format!("{what} is NULL"))) } else { Ok(()) }
+#[inline(always)]
+fn nonnull<T>(p: *const T, what: &'static str) -> Result<()> {
+    if p.is_null() { Err(null_argument(what)) } else { Ok(()) }
+}
+
+#[cold]
+#[inline(never)]
+fn null_argument(what: &str) -> Error {
+    Error::new(Status::NullArgument, format!("{what} is NULL"))
 }
 
 fn heap_to_info(h: &Heap) -> UpcxxExtraNvshmemHeapInfo {
@@ -273,13 +280,27 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
     out: *mut UpcxxExtraNvshmemGptr,
 ) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_to_global_ptr", || {
-        nonnull(sym_addr, "sym_addr")?;
-        nonnull(out, "out")?;
-        let g = TABLE.to_global(sym_addr as usize, pe)?;
-        // SAFETY: non-NULL caller storage.
-        unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
-        Ok(())
+        if !out.is_null() && !sym_addr.is_null() {
+            if let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) {
+                // SAFETY: non-NULL caller storage.
+                unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+                return Ok(());
+            }
+        }
+        // Failure: the full path says why (or succeeds, after a race with a writer).
+        to_global_ptr_slow(sym_addr, pe, out)
     })
+}
+
+#[cold]
+#[inline(never)]
+fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut UpcxxExtraNvshmemGptr) -> Result<()> {
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(out, "out")?;
+    let g = TABLE.to_global(sym_addr as usize, pe)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+    Ok(())
 }
 
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
@@ -291,17 +312,33 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
     pe: *mut c_int,
 ) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_from_global_ptr", || {
-        nonnull(raw, "raw")?;
-        nonnull(sym_addr, "sym_addr")?;
-        nonnull(pe, "pe")?;
-        let (sym, p) = TABLE.from_global(rank, raw as usize)?;
-        // SAFETY: non-NULL caller storage.
-        unsafe {
-            sym_addr.write(sym as *mut c_void);
-            pe.write(p);
+        if !raw.is_null() && !sym_addr.is_null() && !pe.is_null() {
+            if let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) {
+                // SAFETY: non-NULL caller storage.
+                unsafe {
+                    sym_addr.write(sym as *mut c_void);
+                    pe.write(p);
+                }
+                return Ok(());
+            }
         }
-        Ok(())
+        from_global_ptr_slow(rank, raw, sym_addr, pe)
     })
+}
+
+#[cold]
+#[inline(never)]
+fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> Result<()> {
+    nonnull(raw, "raw")?;
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(pe, "pe")?;
+    let (sym, p) = TABLE.from_global(rank, raw as usize)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        sym_addr.write(sym as *mut c_void);
+        pe.write(p);
+    }
+    Ok(())
 }
 
 /// A static description of a status (any integer is accepted).

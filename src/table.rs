@@ -115,6 +115,11 @@ struct Master {
 }
 
 /// A translation table (the process has one, [`TABLE`]; tests make their own).
+///
+/// `repr(C)` and 128-byte alignment keep the fields the readers load (64 bytes: the sequence
+/// number to `pe_of_rank`) alone in one cache line; the writers' mutex and pools start on the
+/// next, so a writer taking its lock never invalidates the readers' line.
+#[repr(C, align(128))]
 pub struct Table {
     seq: AtomicU64,
     flags: AtomicU32,
@@ -371,7 +376,70 @@ impl Table {
         if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
     }
 
-    /// `sym` (an address in my heap) on PE `pe`: the hot path.
+    /// The hot path of `to_global`: None on any failure (then `to_global` says why). No
+    /// stack copy of the state, one branch per check, the entries read only for a valid PE.
+    #[inline(always)]
+    pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let flags = self.flags.load(Ordering::Relaxed);
+            let n = self.n_pes.load(Ordering::Relaxed);
+            let base = self.base.load(Ordering::Relaxed);
+            let size = self.size.load(Ordering::Relaxed);
+            let my_pe = self.my_pe.load(Ordering::Relaxed);
+            let device = self.device.load(Ordering::Relaxed);
+            let bases = self.bases.load(Ordering::Relaxed);
+            let ranks = self.rank_of_pe.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if s1 & 1 != 0 || self.seq.load(Ordering::Relaxed) != s1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let off = sym.wrapping_sub(base);
+            if flags & HAS_PEERS == 0 || off >= size || (pe as u32) >= n {
+                return None;
+            }
+            // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
+            let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+            let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return Some(Global { rank: r as i32, pe, device: if pe == my_pe { device } else { -1 }, raw: b.wrapping_add(off) });
+            }
+        }
+    }
+
+    /// The hot path of `from_global`: None on any failure.
+    #[inline(always)]
+    pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let flags = self.flags.load(Ordering::Relaxed);
+            let n = self.n_pes.load(Ordering::Relaxed);
+            let base = self.base.load(Ordering::Relaxed);
+            let size = self.size.load(Ordering::Relaxed);
+            let bases = self.bases.load(Ordering::Relaxed);
+            let pes = self.pe_of_rank.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if s1 & 1 != 0 || self.seq.load(Ordering::Relaxed) != s1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if flags & HAS_PEERS == 0 || (rank as u32) >= n {
+                return None;
+            }
+            // SAFETY: rank < n; every PE stored in pe_of_rank is < n (clamped against reuse races).
+            let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1) };
+            let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                let off = raw.wrapping_sub(b);
+                return (off < size).then_some((base.wrapping_add(off), pe as i32));
+            }
+        }
+    }
+
+    /// `sym` (an address in my heap) on PE `pe`.
     #[inline]
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
         // Entries are read only for in-range PEs; out-of-range reads 0 and the checks below fail.

@@ -58,6 +58,32 @@ fn table_of(pe: usize, rank: i32, raw: usize, off: usize) -> Option<usize> {
     (0..TABLES).find(|&k| base_of(k, pe) + off == raw && rank_of(k, pe) == rank)
 }
 
+/// One logical CPU per physical core (first sibling of each), so that the 16 readers do not
+/// share cores through SMT when the machine has enough of them.
+fn physical_cores() -> Vec<usize> {
+    let mut seen = std::collections::HashSet::new();
+    let mut cpus = Vec::new();
+    for cpu in 0..1024 {
+        let p = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
+        let Ok(sib) = std::fs::read_to_string(&p) else { continue };
+        if seen.insert(sib.trim().to_string()) {
+            cpus.push(cpu);
+        }
+    }
+    cpus
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
 struct Worker {
     calls: u64,
     wrong: u64,
@@ -112,12 +138,21 @@ fn translate_while_tables_swap() {
     set_table(0);
     let run = Duration::from_millis(std::env::var("UXN_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500));
 
+    // With >= 17 physical cores, each reader and the writer get a core of their own.
+    let cores = physical_cores();
+    let pinned = cores.len() >= 17;
+    let core = |i: usize| pinned.then(|| cores[i]);
+
     // A lone thread, no writer.
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();
     let lone = {
         let s = stop.clone();
-        let h = std::thread::spawn(move || work(12345, &s));
+        let c = core(1);
+        let h = std::thread::spawn(move || {
+            pin(c);
+            work(12345, &s)
+        });
         std::thread::sleep(run);
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap()
@@ -130,7 +165,9 @@ fn translate_while_tables_swap() {
     let swaps = Arc::new(AtomicU64::new(0));
     let writer = {
         let (s, n) = (stop.clone(), swaps.clone());
+        let c = core(0);
         std::thread::spawn(move || {
+            pin(c);
             let mut k = 0;
             while !s.load(Ordering::Relaxed) {
                 k = (k + 1) % TABLES;
@@ -148,7 +185,11 @@ fn translate_while_tables_swap() {
     let readers: Vec<_> = (0..16)
         .map(|i| {
             let s = stop.clone();
-            std::thread::spawn(move || work(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 2), &s))
+            let c = core(i as usize + 1);
+            std::thread::spawn(move || {
+                pin(c);
+                work(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 2), &s)
+            })
         })
         .collect();
     std::thread::sleep(run);
@@ -158,13 +199,14 @@ fn translate_while_tables_swap() {
     let secs = t1.elapsed().as_secs_f64();
     let total_wrong: u64 = results.iter().map(|w| w.wrong).sum();
     let slowest = results.iter().map(|w| w.calls as f64 / secs).fold(f64::INFINITY, f64::min);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
-        "lone thread: {:.1} M calls/s; 16 threads + writer ({} table swaps, {} cores): slowest thread {:.1} M calls/s \
+        "lone thread: {:.1} M calls/s; 16 threads + writer ({} table swaps, {logical} logical CPUs, {} physical cores, {}): slowest thread {:.1} M calls/s \
          (lone/slowest = {:.2}x); TABLE_NOT_SET answers during detach: {}; wrong answers: {total_wrong}",
         lone_rate / 1e6,
         swaps.load(Ordering::Relaxed),
-        cores,
+        cores.len(),
+        if pinned { "one core per thread" } else { "not pinned: too few cores" },
         slowest / 1e6,
         lone_rate / slowest,
         results.iter().map(|w| w.not_set).sum::<u64>()
