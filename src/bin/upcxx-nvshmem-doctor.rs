@@ -113,10 +113,8 @@ fn main() {
             }
         },
     };
-    if json {
-        println!("{}", r.to_json());
-    } else {
-        print!("{}", r.to_text());
-    }
+    // A closed pipe (`| head`, `| grep -q`) is not an error of the doctor: ignore write failures.
+    let text = if json { r.to_json() + "\n" } else { r.to_text() };
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     std::process::exit(r.verdict as i32);
 }
