@@ -64,16 +64,9 @@ fi
 UPCXX_INSTALL=${UPCXX_INSTALL:-/opt/upcxx}
 if [ -x "$UPCXX_INSTALL/bin/upcxx-meta" ]; then
   export UPCXX_NETWORK=smp UPCXX_CODEMODE=opt UPCXX_THREADMODE=seq
-  M="$UPCXX_INSTALL/bin/upcxx-meta"
-  # Compile with UPC++'s compiler and flags; link with nvcc -rdc=true, because NVSHMEM's init
-  # (nvshmemi_init_thread) lives in the device library libnvshmem_device.a and needs the device link.
-  CCCL=""; for d in /usr/local/cuda/include/cccl /usr/local/cuda/targets/x86_64-linux/include/cccl; do [ -d "$d" ] && CCCL="$CCCL -I$d"; done
-  ULIBS=""; for t in $($M LIBS); do case "$t" in -L*|-l*) ULIBS="$ULIBS $t" ;; -pthread) ULIBS="$ULIBS -Xcompiler -pthread" ;; esac; done
   for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp; do
-    exe="$OUTDIR/$(basename "$prog" .cpp)"
-    $($M CXX) $($M CXXFLAGS) -std=c++17 $($M PPFLAGS) $CCCL -I"$NV/include" -I"$PREFIX/include" -c "$prog" -o "$exe.o" &&
-    nvcc -arch=sm_90 -rdc=true -ccbin "$($M CXX)" "$exe.o" -o "$exe" -L"$LINKDIR" -L"$NV/lib" -lnvshmem_host -lnvshmem_device \
-      -L"$PREFIX/lib" -lupcxx_extra_nvshmem $ULIBS || echo "BUILD FAILED: $prog"
+    NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$UPCXX_INSTALL" bash tests/cxx/build-upcxx-program.sh \
+      "$prog" "$OUTDIR/$(basename "$prog" .cpp)" || echo "BUILD FAILED: $prog"
   done
   export UPCXX_SHARED_HEAP_SIZE=${UPCXX_SHARED_HEAP_SIZE:-1GB}
   run "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_upcxx_copy"

@@ -33,13 +33,16 @@ static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, 
 }
 
 int main() {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        std::printf("SKIPPED: nvshmem_hpp_test needs a GPU (none visible)\n");
-        return 77;
-    }
+    // CUDA only after upcxx::init(): the smp conduit forks the ranks there, and a CUDA context
+    // made before a fork is unusable in the children ("initialization error").
     upcxx::init();
     const int me = upcxx::rank_me(), n = upcxx::rank_n();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        if (me == 0) std::printf("SKIPPED: nvshmem_hpp_test needs a GPU (none visible)\n");
+        upcxx::finalize();
+        return 77;
+    }
     cudaSetDevice(me % ndev);
     nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
     if (me == 0) nvshmemx_get_uniqueid(&id);
