@@ -125,9 +125,12 @@ public:
     void destroy() {
         if (!alloc_) return;
         upcxx::barrier();
+#if UPCXX_VERSION >= 20220300L
+        alloc_->destroy();  // collective: releases the device segment (the allocator owns the device)
         alloc_.reset();
-#if UPCXX_VERSION < 20220300L
-        gpu_->destroy();
+#else
+        alloc_.reset();
+        gpu_->destroy();  // collective: releases the device and its segment
         gpu_.reset();
 #endif
         upcxx_extra_nvshmem_detach();
