@@ -235,12 +235,8 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
         // SAFETY: the caller passes n_pes entries.
         let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
         let specs: Vec<PeerSpec> = given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect();
-        install_peers(heap, &specs)
+        TABLE.set_peers(&heap, &specs)
     })
-}
-
-fn install_peers(heap: Heap, specs: &[PeerSpec]) -> Result<()> {
-    TABLE.set_peers(&heap, specs)
 }
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
@@ -268,7 +264,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: 
             .zip(ranks)
             .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
             .collect();
-        install_peers(heap, &specs)
+        TABLE.set_peers(&heap, &specs)
     })
 }
 

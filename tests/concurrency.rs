@@ -84,6 +84,20 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
+/// 16 pinned reader threads (reader i on `core(i + 1)`), each with its own seed.
+fn spawn_readers(stop: &Arc<AtomicBool>, seed: u64, core: &dyn Fn(usize) -> Option<usize>) -> Vec<std::thread::JoinHandle<Worker>> {
+    (0..16u64)
+        .map(|i| {
+            let s = stop.clone();
+            let c = core(i as usize + 1);
+            std::thread::spawn(move || {
+                pin(c);
+                work(seed.wrapping_mul(i + 2), &s)
+            })
+        })
+        .collect()
+}
+
 struct Worker {
     calls: u64,
     wrong: u64,
@@ -164,16 +178,7 @@ fn translate_while_tables_swap() {
     // baseline that isolates the cost of the table's concurrency from the hardware's.
     let stop = Arc::new(AtomicBool::new(false));
     let t_free = Instant::now();
-    let free: Vec<_> = (0..16)
-        .map(|i| {
-            let s = stop.clone();
-            let c = core(i as usize + 1);
-            std::thread::spawn(move || {
-                pin(c);
-                work(0x51_7cc1_b727_220au64.wrapping_mul(i + 2), &s)
-            })
-        })
-        .collect();
+    let free = spawn_readers(&stop, 0x51_7cc1_b727_220a, &core);
     std::thread::sleep(run);
     stop.store(true, Ordering::Relaxed);
     let free: Vec<Worker> = free.into_iter().map(|h| h.join().unwrap()).collect();
@@ -203,16 +208,7 @@ fn translate_while_tables_swap() {
         })
     };
     let t1 = Instant::now();
-    let readers: Vec<_> = (0..16)
-        .map(|i| {
-            let s = stop.clone();
-            let c = core(i as usize + 1);
-            std::thread::spawn(move || {
-                pin(c);
-                work(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 2), &s)
-            })
-        })
-        .collect();
+    let readers = spawn_readers(&stop, 0x9e37_79b9_7f4a_7c15, &core);
     std::thread::sleep(run);
     stop.store(true, Ordering::Relaxed);
     let results: Vec<Worker> = readers.into_iter().map(|h| h.join().unwrap()).collect();
