@@ -8,7 +8,9 @@
  * table) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
  * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
  * precomputed in arrays. --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
- * on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Not a ctest. */
+ * on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Each row also times the call floor
+ * (bench_floor.c: a function of the same signature in another shared library that translates
+ * nothing), the least any out-of-line C ABI call can cost in this loop. Not a ctest. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_floor.h"
 #include "upcxx_extra_nvshmem.h"
 #ifdef UXN_BENCH_NVSHMEM
 #include <nvshmem.h>
@@ -93,6 +96,35 @@ static double time_lib_from(const table *t, long calls) {
   for (long i = 0; i < calls; i++) {
     size_t k = (size_t)i & (IDX_N - 1);
     upcxx_extra_nvshmem_from_global_ptr(t->idx_rank[k], (const void *)t->idx_raw[k], &sym, &pe);
+    acc += (uintptr_t)sym + (uintptr_t)pe;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double time_floor_to(const table *t, long calls) {
+  uintptr_t acc = 0;
+  upcxx_extra_nvshmem_gptr_t g;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    uxn_bench_floor_to_global_ptr(heap + t->idx_off[k], (int)t->idx_pe[k], &g);
+    acc += (uintptr_t)g.raw + (uintptr_t)g.rank;
+  }
+  double dt = now_ns() - t0;
+  sink = acc;
+  return dt / (double)calls;
+}
+
+static double time_floor_from(const table *t, long calls) {
+  uintptr_t acc = 0;
+  void *sym;
+  int pe;
+  double t0 = now_ns();
+  for (long i = 0; i < calls; i++) {
+    size_t k = (size_t)i & (IDX_N - 1);
+    uxn_bench_floor_from_global_ptr(t->idx_rank[k], (const void *)t->idx_raw[k], &sym, &pe);
     acc += (uintptr_t)sym + (uintptr_t)pe;
   }
   double dt = now_ns() - t0;
@@ -263,8 +295,8 @@ int main(int argc, char **argv) {
 
   printf("upcxx-extra-nvshmem %s: %ld calls per timing, median of %d; random PEs and offsets in a %zu-byte heap\n\n",
          upcxx_extra_nvshmem_version(), calls, reps, HEAP_SIZE);
-  printf("| n_pes | case | to_global_ptr ns | inline to ns | ratio | from_global_ptr ns | inline from ns | ratio | table_bytes |\n");
-  printf("|------:|------|-----------------:|-------------:|------:|-------------------:|---------------:|------:|------------:|\n");
+  printf("| n_pes | case | to_global_ptr ns | floor ns | inline ns | to / inline | from_global_ptr ns | floor ns | inline ns | from / inline | table_bytes |\n");
+  printf("|------:|------|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const int sizes[] = {2, 16, 256, 4096, 65536, 1 << 20};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     int n = sizes[s];
@@ -274,11 +306,13 @@ int main(int argc, char **argv) {
       build(&t, n, shuffled);
       size_t bytes = install(&t);
       double lt = bench(time_lib_to, &t, calls, reps);
+      double ft = bench(time_floor_to, &t, calls, reps);
       double it = bench(time_inline_to, &t, calls, reps);
       double lf = bench(time_lib_from, &t, calls, reps);
+      double ff = bench(time_floor_from, &t, calls, reps);
       double inf = bench(time_inline_from, &t, calls, reps);
-      printf("| %d | %s | %.2f | %.2f | %.1fx | %.2f | %.2f | %.1fx | %zu |\n", n, shuffled ? "random+shuffled" : "uniform+identity",
-             lt, it, lt / it, lf, inf, lf / inf, bytes);
+      printf("| %d | %s | %.2f | %.2f | %.2f | %.1fx | %.2f | %.2f | %.2f | %.1fx | %zu |\n", n,
+             shuffled ? "random+shuffled" : "uniform+identity", lt, ft, it, lt / it, lf, ff, inf, lf / inf, bytes);
       fflush(stdout);
       release(&t);
     }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "upcxx_extra_nvshmem.h"
+#include "bench_floor.h" /* c_tests/bench_floor.h: the call floor */
 
 static int g_fail = 0, g_pe = -1;
 #define CHECK(cond, name, ...)                                            \
@@ -251,7 +252,9 @@ int main(int argc, char **argv) {
             pes[i] = rand() % npes;
             offs[i] = (size_t)(rand() % N) * sizeof(int);
         }
-        double t_ptr[REPS], t_to[REPS], t_from[REPS];
+        // Also the call floor (c_tests/bench_floor.c: same signatures, no translation, its own
+        // shared library): what any out-of-line C ABI call costs in this loop.
+        double t_ptr[REPS], t_to[REPS], t_from[REPS], t_fto[REPS], t_ffrom[REPS];
         uintptr_t sink = 0;
         for (int r = 0; r < REPS; r++) {
             double t0 = now_ns();
@@ -270,16 +273,35 @@ int main(int argc, char **argv) {
                 sink += (uintptr_t)y;
             }
             double t3 = now_ns();
+            for (int i = 0; i < M; i++) {
+                upcxx_extra_nvshmem_gptr_t x;
+                uxn_bench_floor_to_global_ptr((char *)buf + offs[i & 4095], pes[i & 4095], &x);
+                sink += (uintptr_t)x.raw;
+            }
+            double t4 = now_ns();
+            for (int i = 0; i < M; i++) {
+                void *y;
+                int q;
+                uxn_bench_floor_from_global_ptr(pes[i & 4095], (char *)bufs[pes[i & 4095]] + offs[i & 4095], &y, &q);
+                sink += (uintptr_t)y;
+            }
+            double t5 = now_ns();
             t_ptr[r] = (t1 - t0) / M;
             t_to[r] = (t2 - t1) / M;
             t_from[r] = (t3 - t2) / M;
+            t_fto[r] = (t4 - t3) / M;
+            t_ffrom[r] = (t5 - t4) / M;
         }
         std::sort(t_ptr, t_ptr + REPS);
         std::sort(t_to, t_to + REPS);
         std::sort(t_from, t_from + REPS);
-        printf("BENCH %d nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) [medians of %d x %d calls; sink %lu]\n",
-               me, t_ptr[REPS / 2], t_to[REPS / 2], t_to[REPS / 2] / t_ptr[REPS / 2], t_from[REPS / 2],
-               t_from[REPS / 2] / t_ptr[REPS / 2], REPS, M, (unsigned long)(sink & 1));
+        std::sort(t_fto, t_fto + REPS);
+        std::sort(t_ffrom, t_ffrom + REPS);
+        const int h = REPS / 2;
+        printf("BENCH %d nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) | "
+               "call floor: to %.2f ns (%.2fx), from %.2f ns (%.2fx) [medians of %d x %d calls; ratios to nvshmem_ptr; sink %lu]\n",
+               me, t_ptr[h], t_to[h], t_to[h] / t_ptr[h], t_from[h], t_from[h] / t_ptr[h], t_fto[h], t_fto[h] / t_ptr[h],
+               t_ffrom[h], t_ffrom[h] / t_ptr[h], REPS, M, (unsigned long)(sink & 1));
     }
 
     nvshmem_free(big);

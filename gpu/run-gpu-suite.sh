@@ -13,7 +13,7 @@ export NVSHMEM_DISABLE_NVLS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CO
 LINKDIR=$OUTDIR/nvlib
 mkdir -p "$LINKDIR"
 ln -sf "$NV/lib/libnvshmem_host.so.3" "$LINKDIR/libnvshmem_host.so"
-echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
+echo "== machine"; lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|CPU max MHz|NUMA node\(s\))" ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
 mpirun --version | head -1; echo "NVSHMEM: $NV"; ls "$NV/lib" | head -3
 MPI_CFLAGS=$(mpicxx --showme:compile | sed 's/-pthread//g')
 MPI_LIBS=""
@@ -21,12 +21,14 @@ for t in $(mpicxx --showme:link); do
   case "$t" in -L*|-l*) MPI_LIBS="$MPI_LIBS $t" ;; -Wl,*) MPI_LIBS="$MPI_LIBS -Xlinker ${t#-Wl,}" ;; -pthread) MPI_LIBS="$MPI_LIBS -Xcompiler -pthread" ;; esac
 done
 set -x
+# The call floor (same signatures as the translation calls, no translation) in its own library.
+cc -O2 -shared -fPIC -I"$PREFIX/include" c_tests/bench_floor.c -o "$LINKDIR/libuxn_bench_floor.so" || exit 2
 nvcc -O2 -rdc=true -arch=sm_90 -std=c++17 gpu/heap_check.cu -o "$OUTDIR/heap_check" \
-  -I"$NV/include" -I"$PREFIX/include" $MPI_CFLAGS \
-  -L"$LINKDIR" -L"$NV/lib" -lnvshmem_host -lnvshmem_device -L"$PREFIX/lib" -lupcxx_extra_nvshmem \
+  -I"$NV/include" -I"$PREFIX/include" -Ic_tests $MPI_CFLAGS \
+  -L"$LINKDIR" -L"$NV/lib" -lnvshmem_host -lnvshmem_device -L"$PREFIX/lib" -lupcxx_extra_nvshmem -luxn_bench_floor \
   $MPI_LIBS -lcuda || exit 2
 set +x
-export LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:$LINKDIR:${LD_LIBRARY_PATH:-}
 run() { echo; echo "== $*"; env "$@"; echo "(exit $?)"; }
 MPIRUN="mpirun -np 2 --bind-to none -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH"
 run $MPIRUN "$OUTDIR/heap_check" mpi

@@ -1,8 +1,9 @@
 //! The C ABI. Every exported function runs its body inside the panic boundary
-//! ([`crate::status::boundary`]); `tests/panic_boundary.rs` fails if one does not.
+//! ([`crate::status::boundary`], or [`crate::status::boundary_hot`] for the two translation
+//! calls, whose slow paths are full boundaries); `tests/panic_boundary.rs` fails if one does not.
 
 use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
-use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_value};
+use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_hot, boundary_value};
 use crate::table::{Heap, PeerSpec, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
@@ -275,28 +276,33 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
     pe: c_int,
     out: *mut UpcxxExtraNvshmemGptr,
 ) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_to_global_ptr", || {
-        if !out.is_null() && !sym_addr.is_null() {
-            if let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) {
-                // SAFETY: non-NULL caller storage.
-                unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
-                return Ok(());
+    boundary_hot(
+        "upcxx_extra_nvshmem_to_global_ptr",
+        || {
+            if out.is_null() || sym_addr.is_null() {
+                return false;
             }
-        }
-        // Failure: the full path says why (or succeeds, after a race with a writer).
-        to_global_ptr_slow(sym_addr, pe, out)
-    })
+            let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) else { return false };
+            // SAFETY: non-NULL caller storage.
+            unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+            true
+        },
+        // Failure, or a race with a writer: the full path retries or says why.
+        || to_global_ptr_slow(sym_addr, pe, out),
+    )
 }
 
 #[cold]
 #[inline(never)]
-fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut UpcxxExtraNvshmemGptr) -> Result<()> {
-    nonnull(sym_addr, "sym_addr")?;
-    nonnull(out, "out")?;
-    let g = TABLE.to_global(sym_addr as usize, pe)?;
-    // SAFETY: non-NULL caller storage.
-    unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
-    Ok(())
+extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut UpcxxExtraNvshmemGptr) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_to_global_ptr", || {
+        nonnull(sym_addr, "sym_addr")?;
+        nonnull(out, "out")?;
+        let g = TABLE.to_global(sym_addr as usize, pe)?;
+        // SAFETY: non-NULL caller storage.
+        unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+        Ok(())
+    })
 }
 
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
@@ -307,34 +313,39 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
     sym_addr: *mut *mut c_void,
     pe: *mut c_int,
 ) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_from_global_ptr", || {
-        if !raw.is_null() && !sym_addr.is_null() && !pe.is_null() {
-            if let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) {
-                // SAFETY: non-NULL caller storage.
-                unsafe {
-                    sym_addr.write(sym as *mut c_void);
-                    pe.write(p);
-                }
-                return Ok(());
+    boundary_hot(
+        "upcxx_extra_nvshmem_from_global_ptr",
+        || {
+            if raw.is_null() || sym_addr.is_null() || pe.is_null() {
+                return false;
             }
-        }
-        from_global_ptr_slow(rank, raw, sym_addr, pe)
-    })
+            let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) else { return false };
+            // SAFETY: non-NULL caller storage.
+            unsafe {
+                sym_addr.write(sym as *mut c_void);
+                pe.write(p);
+            }
+            true
+        },
+        || from_global_ptr_slow(rank, raw, sym_addr, pe),
+    )
 }
 
 #[cold]
 #[inline(never)]
-fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> Result<()> {
-    nonnull(raw, "raw")?;
-    nonnull(sym_addr, "sym_addr")?;
-    nonnull(pe, "pe")?;
-    let (sym, p) = TABLE.from_global(rank, raw as usize)?;
-    // SAFETY: non-NULL caller storage.
-    unsafe {
-        sym_addr.write(sym as *mut c_void);
-        pe.write(p);
-    }
-    Ok(())
+extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_from_global_ptr", || {
+        nonnull(raw, "raw")?;
+        nonnull(sym_addr, "sym_addr")?;
+        nonnull(pe, "pe")?;
+        let (sym, p) = TABLE.from_global(rank, raw as usize)?;
+        // SAFETY: non-NULL caller storage.
+        unsafe {
+            sym_addr.write(sym as *mut c_void);
+            pe.write(p);
+        }
+        Ok(())
+    })
 }
 
 /// A static description of a status (any integer is accepted).

@@ -122,8 +122,10 @@ struct Master {
 #[repr(C, align(128))]
 pub struct Table {
     seq: AtomicU64,
-    flags: AtomicU32,
+    /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
     n_pes: AtomicU32,
+    /// `n_pes` when a peer table is installed, else 0: the hot paths' one bound check.
+    live_n: AtomicU32,
     my_pe: AtomicI32,
     device: AtomicI32,
     base: AtomicUsize,
@@ -165,8 +167,8 @@ impl Table {
     pub const fn new() -> Table {
         Table {
             seq: AtomicU64::new(0),
-            flags: AtomicU32::new(0),
             n_pes: AtomicU32::new(0),
+            live_n: AtomicU32::new(0),
             my_pe: AtomicI32::new(0),
             device: AtomicI32::new(-1),
             base: AtomicUsize::new(0),
@@ -193,9 +195,10 @@ impl Table {
         fence(Ordering::Release);
         let h = m.heap;
         let flags = if h.is_some() { HAS_HEAP } else { 0 } | if m.peers && h.is_some() { HAS_PEERS } else { 0 };
-        self.flags.store(flags, Ordering::Relaxed);
+        let n = h.map_or(0, |h| h.n_pes as u32);
+        self.n_pes.store(n, Ordering::Relaxed);
+        self.live_n.store(if flags & HAS_PEERS != 0 { n } else { 0 }, Ordering::Relaxed);
         if let Some(h) = h {
-            self.n_pes.store(h.n_pes as u32, Ordering::Relaxed);
             self.my_pe.store(h.my_pe, Ordering::Relaxed);
             self.device.store(h.device, Ordering::Relaxed);
             self.base.store(h.base, Ordering::Relaxed);
@@ -339,7 +342,7 @@ impl Table {
                 continue;
             }
             let v = View {
-                flags: self.flags.load(Ordering::Relaxed),
+                flags: flags_of(self.n_pes.load(Ordering::Relaxed), self.live_n.load(Ordering::Relaxed)),
                 n: self.n_pes.load(Ordering::Relaxed),
                 my_pe: self.my_pe.load(Ordering::Relaxed),
                 device: self.device.load(Ordering::Relaxed),
@@ -376,67 +379,69 @@ impl Table {
         if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
     }
 
-    /// The hot path of `to_global`: None on any failure (then `to_global` says why). No
-    /// stack copy of the state, one branch per check, the entries read only for a valid PE.
+    /// The hot path of `to_global`: one attempt, None on any failure *or* a race with a writer
+    /// (then `to_global` retries and says why). Written so that the exported function stays a
+    /// leaf with no stack frame: few live values, one combined branch per check.
     #[inline(always)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            let flags = self.flags.load(Ordering::Relaxed);
-            let n = self.n_pes.load(Ordering::Relaxed);
-            let base = self.base.load(Ordering::Relaxed);
-            let size = self.size.load(Ordering::Relaxed);
-            let my_pe = self.my_pe.load(Ordering::Relaxed);
-            let device = self.device.load(Ordering::Relaxed);
-            let bases = self.bases.load(Ordering::Relaxed);
-            let ranks = self.rank_of_pe.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if s1 & 1 != 0 || self.seq.load(Ordering::Relaxed) != s1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let off = sym.wrapping_sub(base);
-            if flags & HAS_PEERS == 0 || off >= size || (pe as u32) >= n {
-                return None;
-            }
-            // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
-            let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
-            let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return Some(Global { rank: r as i32, pe, device: if pe == my_pe { device } else { -1 }, raw: b.wrapping_add(off) });
-            }
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 & 1 != 0 {
+            return None; // a writer is active
         }
+        let n = self.live_n.load(Ordering::Relaxed);
+        let bases = self.bases.load(Ordering::Relaxed);
+        let ranks = self.rank_of_pe.load(Ordering::Relaxed);
+        // n and the array pointers must come from one table before an entry is read: then every
+        // index < n is inside the arrays (buffers never shrink and are never freed). The other
+        // fields need only the final check.
+        fence(Ordering::Acquire);
+        if s1 != self.seq.load(Ordering::Relaxed) || (pe as u32) >= n {
+            return None;
+        }
+        let off = sym.wrapping_sub(self.base.load(Ordering::Relaxed));
+        if off >= self.size.load(Ordering::Relaxed) {
+            return None;
+        }
+        // Uniform bases: the answer is `sym` itself. SAFETY: pe < n <= the capacity of the arrays
+        // published with n (checked consistent above).
+        let raw = if bases.is_null() { sym } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }.wrapping_add(off) };
+        let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
+        let device = if pe == self.my_pe.load(Ordering::Relaxed) { self.device.load(Ordering::Relaxed) } else { -1 };
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != s1 {
+            return None;
+        }
+        Some(Global { rank: r as i32, pe, device, raw })
     }
 
-    /// The hot path of `from_global`: None on any failure.
+    /// The hot path of `from_global`: one attempt, None on any failure or a race with a writer.
     #[inline(always)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            let flags = self.flags.load(Ordering::Relaxed);
-            let n = self.n_pes.load(Ordering::Relaxed);
-            let base = self.base.load(Ordering::Relaxed);
-            let size = self.size.load(Ordering::Relaxed);
-            let bases = self.bases.load(Ordering::Relaxed);
-            let pes = self.pe_of_rank.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if s1 & 1 != 0 || self.seq.load(Ordering::Relaxed) != s1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            if flags & HAS_PEERS == 0 || (rank as u32) >= n {
-                return None;
-            }
-            // SAFETY: rank < n; every PE stored in pe_of_rank is < n (clamped against reuse races).
-            let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1) };
-            let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                let off = raw.wrapping_sub(b);
-                return (off < size).then_some((base.wrapping_add(off), pe as i32));
-            }
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 & 1 != 0 {
+            return None; // a writer is active
         }
+        let n = self.live_n.load(Ordering::Relaxed);
+        let bases = self.bases.load(Ordering::Relaxed);
+        let pes = self.pe_of_rank.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if s1 != self.seq.load(Ordering::Relaxed) || (rank as u32) >= n {
+            return None;
+        }
+        // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
+        // refilling a retired buffer; the sequence check below then rejects the answer).
+        let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1) };
+        let base = self.base.load(Ordering::Relaxed);
+        let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+        let off = raw.wrapping_sub(b);
+        if off >= self.size.load(Ordering::Relaxed) {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != s1 {
+            return None;
+        }
+        Some((base.wrapping_add(off), pe as i32))
     }
 
     /// `sym` (an address in my heap) on PE `pe`.
@@ -479,6 +484,11 @@ impl Table {
         }
         Err(from_global_error(rank, raw, pe, b, &v))
     }
+}
+
+/// The view's flags, from the two counts (n_pes 0: no heap; live_n 0: no peer table).
+fn flags_of(n_pes: u32, live_n: u32) -> u32 {
+    (if n_pes != 0 { HAS_HEAP } else { 0 }) | (if live_n != 0 { HAS_PEERS } else { 0 })
 }
 
 fn no_heap() -> Error {

@@ -58,14 +58,27 @@ fn table_of(pe: usize, rank: i32, raw: usize, off: usize) -> Option<usize> {
     (0..TABLES).find(|&k| base_of(k, pe) + off == raw && rank_of(k, pe) == rank)
 }
 
-/// One logical CPU per physical core (first sibling of each), so that the 16 readers do not
-/// share cores through SMT when the machine has enough of them.
+/// The CPUs this process may run on (its affinity mask: a container or batch job may allow only
+/// part of the machine, and pinning to a CPU outside the mask fails).
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t filled by sched_getaffinity for this process.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// One allowed logical CPU per physical core (the first allowed sibling of each), so that the 16
+/// readers do not share cores through SMT when the machine has enough of them.
 fn physical_cores() -> Vec<usize> {
     let mut seen = std::collections::HashSet::new();
     let mut cpus = Vec::new();
-    for cpu in 0..1024 {
+    for cpu in allowed_cpus() {
         let p = format!("/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list");
-        let Ok(sib) = std::fs::read_to_string(&p) else { continue };
+        let sib = std::fs::read_to_string(&p).unwrap_or_else(|_| cpu.to_string());
         if seen.insert(sib.trim().to_string()) {
             cpus.push(cpu);
         }
@@ -76,11 +89,12 @@ fn physical_cores() -> Vec<usize> {
 fn pin(cpu: Option<usize>) {
     if let Some(cpu) = cpu {
         // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
-        unsafe {
+        let rc = unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        assert_eq!(rc, 0, "pinning to CPU {cpu} failed: {}", std::io::Error::last_os_error());
     }
 }
 
@@ -156,6 +170,12 @@ fn translate_while_tables_swap() {
     let cores = physical_cores();
     let pinned = cores.len() >= 17;
     let core = |i: usize| pinned.then(|| cores[i]);
+    println!(
+        "{} allowed CPUs; one per physical core: {:?}; {}",
+        allowed_cpus().len(),
+        cores,
+        if pinned { "writer on the first, readers on the next 16" } else { "fewer than 17: threads not pinned" }
+    );
 
     // A lone thread, no writer.
     let stop = Arc::new(AtomicBool::new(false));

@@ -1,6 +1,8 @@
 //! Fails if any exported `extern "C"` function of the library does not run its body inside the
-//! panic boundary (`boundary(` or `boundary_value(` as the first expression of the body), or if
-//! an exported function lives outside src/ffi.rs (where this test looks).
+//! panic boundary (`boundary(`, `boundary_value(` or `boundary_hot(` as the first expression of
+//! the body), if a private `extern "C"` function (the translation calls' slow paths, which
+//! `boundary_hot` tail-calls) is not a full `boundary(`, or if an exported function lives
+//! outside src/ffi.rs (where this test looks).
 
 use std::path::Path;
 
@@ -15,16 +17,23 @@ fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// `(name, first statement of the body)` for every `extern "C" fn` in `src`.
+/// `(name, first statement of the body)` for every `pub extern "C" fn` in `src`.
 fn exported_fns(src: &str) -> Vec<(String, String)> {
+    extern_fns(src).into_iter().filter(|f| f.2).map(|(n, b, _)| (n, b)).collect()
+}
+
+/// `(name, first statement of the body, is pub)` for every `extern "C" fn` in `src`.
+fn extern_fns(src: &str) -> Vec<(String, String, bool)> {
     let mut out = Vec::new();
     let mut rest = src;
     while let Some(i) = rest.find("extern \"C\" fn ") {
+        let line_start = rest[..i].rfind('\n').map_or(0, |j| j + 1);
+        let public = rest[line_start..i].trim_start().starts_with("pub ");
         let after = &rest[i + "extern \"C\" fn ".len()..];
         let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
         let body_at = after.find('{').expect("fn body");
         let body = after[body_at + 1..].trim_start();
-        out.push((name, body.chars().take(40).collect()));
+        out.push((name, body.chars().take(40).collect(), public));
         rest = &after[body_at..];
     }
     out
@@ -39,10 +48,17 @@ fn every_exported_function_has_the_panic_boundary() {
     for (name, first) in &fns {
         assert!(name.starts_with("upcxx_extra_nvshmem_"), "{name} is exported without the prefix");
         assert!(
-            first.starts_with("boundary(") || first.starts_with("boundary_value("),
+            first.starts_with("boundary(") || first.starts_with("boundary_value(") || first.starts_with("boundary_hot("),
             "{name} does not start its body with the panic boundary: `{first}`"
         );
     }
+    // The slow paths that boundary_hot hands failures to are full boundaries themselves.
+    let private: Vec<_> = extern_fns(&ffi).into_iter().filter(|f| !f.2).collect();
+    for (name, first, _) in &private {
+        assert!(first.starts_with("boundary("), "private extern \"C\" fn {name} is not a full boundary: `{first}`");
+    }
+    let hot = fns.iter().filter(|f| f.1.starts_with("boundary_hot(")).count();
+    assert!(private.len() >= hot, "each boundary_hot function needs its slow path ({hot} hot, {} slow)", private.len());
     // Every #[no_mangle] is in ffi.rs (so the check above sees every export)...
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -69,4 +85,9 @@ fn the_checker_catches_a_missing_boundary() {
     assert_eq!(fns.len(), 2);
     assert!(!fns[0].1.starts_with("boundary("));
     assert!(fns[1].1.starts_with("boundary("));
+    let slow = "extern \"C\" fn slow() -> Status { Status::Ok }\npub extern \"C\" fn upcxx_extra_nvshmem_x() -> Status { boundary_hot(\"x\", || true, || slow()) }";
+    let all = extern_fns(slow);
+    assert_eq!(all.len(), 2);
+    assert!(!all[0].2 && !all[0].1.starts_with("boundary("), "a private slow path without a boundary is seen");
+    assert_eq!(exported_fns(slow).len(), 1);
 }
