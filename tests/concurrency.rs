@@ -1,9 +1,11 @@
 //! Stress: 16 threads translate while another thread swaps peer tables and detaches/attaches the
 //! heap. Every answer is checked against the table it must have come from (each table encodes its
 //! number in both the bases and the ranks, so a torn read - base from one table, rank from
-//! another - is caught). Also reports each thread's call rate against a lone thread's
-//! (`UXN_ASSERT_SCALING=1` makes the 1.5x bound an assertion; do that on a host with >= 17
-//! cores, not on CI's 2).
+//! another - is caught). Also reports the slowest reader's call rate against a lone thread's
+//! and against 16 readers without a writer. `UXN_ASSERT_SCALING=1` asserts the writer's own cost
+//! (16 readers with the writer against 16 without) <= 1.5x; do that on a host with >= 17 cores,
+//! not on CI's 2. The lone-thread ratio is printed, not asserted: it depends mostly on the host's
+//! single-core clock (BENCHMARKS.md, section 5).
 
 use std::ffi::c_void;
 use std::sync::Arc;
