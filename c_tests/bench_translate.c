@@ -7,7 +7,8 @@
  * per size: "uniform+identity" (every PE's base equals mine, PE == rank: the library's O(1)
  * table) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
  * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
- * precomputed in arrays. --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
+ * precomputed in arrays; the repetitions go round all the tables in turn (interleaved).
+ * --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
  * on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Each row also times the call floor
  * (bench_floor.c: a function of the same signature in another shared library that translates
  * nothing), the least any out-of-line C ABI call can cost in this loop. Not a ctest. */
@@ -61,6 +62,7 @@ static void die(const char *what, int st) {
 /* The data of one table. */
 typedef struct {
   int n;
+  int shuffled;
   uintptr_t *bases;     /* by PE */
   int *rank_of_pe;      /* by PE */
   int *pe_of_rank;      /* by rank */
@@ -162,15 +164,9 @@ static double time_inline_from(const table *t, long calls) {
   return dt / (double)calls;
 }
 
-static double bench(double (*f)(const table *, long), const table *t, long calls, int reps) {
-  double v[MAX_REPS];
-  f(t, calls / 10 + 1); /* warm up */
-  for (int r = 0; r < reps; r++) v[r] = f(t, calls);
-  return median(v, reps);
-}
-
 static void build(table *t, int n, int shuffled) {
   t->n = n;
+  t->shuffled = shuffled;
   t->bases = (uintptr_t *)malloc(sizeof(uintptr_t) * (size_t)n);
   t->rank_of_pe = (int *)malloc(sizeof(int) * (size_t)n);
   t->pe_of_rank = (int *)malloc(sizeof(int) * (size_t)n);
@@ -297,25 +293,35 @@ int main(int argc, char **argv) {
          upcxx_extra_nvshmem_version(), calls, reps, HEAP_SIZE);
   printf("| n_pes | case | to_global_ptr ns | floor ns | inline ns | to / inline | from_global_ptr ns | floor ns | inline ns | from / inline | table_bytes |\n");
   printf("|------:|------|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  /* Every table is built first; then each repetition installs each table in turn and times all
+   * six loops on it, so slow drift of the host (clock, neighbours) spreads over every row
+   * instead of favouring the rows measured first. The figures are medians over repetitions. */
+  enum { LIB_TO, FLOOR_TO, INLINE_TO, LIB_FROM, FLOOR_FROM, INLINE_FROM, NF };
+  double (*const fns[NF])(const table *, long) = {time_lib_to,   time_floor_to,   time_inline_to,
+                                                  time_lib_from, time_floor_from, time_inline_from};
   const int sizes[] = {2, 16, 256, 4096, 65536, 1 << 20};
-  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-    int n = sizes[s];
-    if (n > max_pes) break;
-    for (int shuffled = 0; shuffled < 2; shuffled++) {
-      table t;
-      build(&t, n, shuffled);
-      size_t bytes = install(&t);
-      double lt = bench(time_lib_to, &t, calls, reps);
-      double ft = bench(time_floor_to, &t, calls, reps);
-      double it = bench(time_inline_to, &t, calls, reps);
-      double lf = bench(time_lib_from, &t, calls, reps);
-      double ff = bench(time_floor_from, &t, calls, reps);
-      double inf = bench(time_inline_from, &t, calls, reps);
-      printf("| %d | %s | %.2f | %.2f | %.2f | %.1fx | %.2f | %.2f | %.2f | %.1fx | %zu |\n", n,
-             shuffled ? "random+shuffled" : "uniform+identity", lt, ft, it, lt / it, lf, ff, inf, lf / inf, bytes);
-      fflush(stdout);
-      release(&t);
+  enum { MAX_TABLES = 2 * (int)(sizeof sizes / sizeof sizes[0]) };
+  static table tabs[MAX_TABLES];
+  static double v[MAX_TABLES][NF][MAX_REPS];
+  size_t bytes[MAX_TABLES];
+  int ntab = 0;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && sizes[s] <= max_pes; s++)
+    for (int shuffled = 0; shuffled < 2; shuffled++) build(&tabs[ntab++], sizes[s], shuffled);
+  for (int r = 0; r < reps; r++)
+    for (int t = 0; t < ntab; t++) {
+      bytes[t] = install(&tabs[t]);
+      for (int f = 0; f < NF; f++) {
+        fns[f](&tabs[t], calls / 10 + 1); /* warm up */
+        v[t][f][r] = fns[f](&tabs[t], calls);
+      }
     }
+  for (int t = 0; t < ntab; t++) {
+    double m[NF];
+    for (int f = 0; f < NF; f++) m[f] = median(v[t][f], reps);
+    printf("| %d | %s | %.2f | %.2f | %.2f | %.1fx | %.2f | %.2f | %.2f | %.1fx | %zu |\n", tabs[t].n,
+           tabs[t].shuffled ? "random+shuffled" : "uniform+identity", m[LIB_TO], m[FLOOR_TO], m[INLINE_TO],
+           m[LIB_TO] / m[INLINE_TO], m[LIB_FROM], m[FLOOR_FROM], m[INLINE_FROM], m[LIB_FROM] / m[INLINE_FROM], bytes[t]);
+    release(&tabs[t]);
   }
   upcxx_extra_nvshmem_detach();
 

@@ -9,11 +9,12 @@
 
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
 use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Table};
 
 const N: usize = 64;
 const ME: usize = 5;
@@ -162,6 +163,81 @@ fn work(seed: u64, stop: &AtomicBool) -> Worker {
     w
 }
 
+/// Runs 16 pinned readers for `run`, with `writer` (if any) on core 0 until they stop. Returns
+/// the slowest reader's rate, the readers, and what the writer returned (its swap count).
+fn phase(
+    run: Duration,
+    seed: u64,
+    core: &dyn Fn(usize) -> Option<usize>,
+    writer: Option<Box<dyn FnOnce(&AtomicBool) -> u64 + Send>>,
+) -> (f64, Vec<Worker>, u64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = writer.map(|f| {
+        let s = stop.clone();
+        let c = core(0);
+        std::thread::spawn(move || {
+            pin(c);
+            f(&s)
+        })
+    });
+    let t = Instant::now();
+    let readers = spawn_readers(&stop, seed, core);
+    std::thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    let results: Vec<Worker> = readers.into_iter().map(|h| h.join().unwrap()).collect();
+    let swaps = w.map_or(0, |h| h.join().unwrap());
+    let secs = t.elapsed().as_secs_f64();
+    let slowest = results.iter().map(|w| w.calls as f64 / secs).fold(f64::INFINITY, f64::min);
+    (slowest, results, swaps)
+}
+
+/// The writer: swaps the process's table every ~50 us, detaching and re-attaching every 8 swaps.
+fn table_writer(stop: &AtomicBool) -> u64 {
+    let (mut k, mut swaps) = (0, 0);
+    while !stop.load(Ordering::Relaxed) {
+        k = (k + 1) % TABLES;
+        if k == 0 {
+            assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+            attach();
+        }
+        set_table(k);
+        swaps += 1;
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    swaps
+}
+
+/// The control: the same work on a private table that no reader reads (the same peer lists,
+/// validation, allocation and publication). What it costs the readers is the machine's (one
+/// more busy core, the allocator), not the shared table's.
+fn private_writer(stop: &AtomicBool) -> u64 {
+    let t = Table::new();
+    let heap = Heap {
+        base: my_base(),
+        size: HEAP,
+        mapped_size: HEAP,
+        my_pe: ME as i32,
+        n_pes: N as i32,
+        device: 0,
+        version: (-1, -1, -1),
+        source: Source::Manual,
+    };
+    t.set_heap(Some(heap));
+    let (mut k, mut swaps) = (0, 0);
+    while !stop.load(Ordering::Relaxed) {
+        k = (k + 1) % TABLES;
+        if k == 0 {
+            t.set_heap(None);
+            t.set_heap(Some(heap));
+        }
+        let specs: Vec<PeerSpec> = (0..N).map(|pe| PeerSpec { rank: rank_of(k, pe), base: base_of(k, pe) }).collect();
+        t.set_peers(&heap, &specs).unwrap();
+        swaps += 1;
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    swaps
+}
+
 #[test]
 fn translate_while_tables_swap() {
     attach();
@@ -196,66 +272,40 @@ fn translate_while_tables_swap() {
     let lone_rate = lone.calls as f64 / t0.elapsed().as_secs_f64();
     assert_eq!(lone.wrong, 0);
 
-    // 16 readers without a writer: what the machine gives 16 busy cores (clock, SMT), the
-    // baseline that isolates the cost of the table's concurrency from the hardware's.
-    let stop = Arc::new(AtomicBool::new(false));
-    let t_free = Instant::now();
-    let free = spawn_readers(&stop, 0x51_7cc1_b727_220a, &core);
-    std::thread::sleep(run);
-    stop.store(true, Ordering::Relaxed);
-    let free: Vec<Worker> = free.into_iter().map(|h| h.join().unwrap()).collect();
-    let free_secs = t_free.elapsed().as_secs_f64();
-    let free_slowest = free.iter().map(|w| w.calls as f64 / free_secs).fold(f64::INFINITY, f64::min);
+    // 16 readers without a writer: what the machine gives 16 busy cores (clock, SMT).
+    let (free_slowest, free, _) = phase(run, 0x51_7cc1_b727_220a, &core, None);
     assert_eq!(free.iter().map(|w| w.wrong).sum::<u64>(), 0);
 
-    // 16 readers and one writer that swaps tables and detaches/attaches.
-    let stop = Arc::new(AtomicBool::new(false));
-    let swaps = Arc::new(AtomicU64::new(0));
-    let writer = {
-        let (s, n) = (stop.clone(), swaps.clone());
-        let c = core(0);
-        std::thread::spawn(move || {
-            pin(c);
-            let mut k = 0;
-            while !s.load(Ordering::Relaxed) {
-                k = (k + 1) % TABLES;
-                if k == 0 {
-                    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
-                    attach();
-                }
-                set_table(k);
-                n.fetch_add(1, Ordering::Relaxed);
-                std::thread::sleep(Duration::from_micros(50));
-            }
-        })
-    };
-    let t1 = Instant::now();
-    let readers = spawn_readers(&stop, 0x9e37_79b9_7f4a_7c15, &core);
-    std::thread::sleep(run);
-    stop.store(true, Ordering::Relaxed);
-    let results: Vec<Worker> = readers.into_iter().map(|h| h.join().unwrap()).collect();
-    writer.join().unwrap();
-    let secs = t1.elapsed().as_secs_f64();
+    // 16 readers and the control writer (same work, a private table).
+    let (control_slowest, control, control_swaps) = phase(run, 0x2545_f491_4f6c_dd1d, &core, Some(Box::new(private_writer)));
+    assert_eq!(control.iter().map(|w| w.wrong).sum::<u64>(), 0);
+    assert!(control_swaps > 10);
+
+    // 16 readers and the writer that swaps the process's table and detaches/attaches.
+    let (slowest, results, swaps) = phase(run, 0x9e37_79b9_7f4a_7c15, &core, Some(Box::new(table_writer)));
     let total_wrong: u64 = results.iter().map(|w| w.wrong).sum();
-    let slowest = results.iter().map(|w| w.calls as f64 / secs).fold(f64::INFINITY, f64::min);
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!(
         "lone thread: {:.1} M calls/s; 16 threads, no writer: slowest {:.1} M calls/s (lone/slowest = {:.2}x, the machine's own scaling); \
-         16 threads + writer ({} table swaps, {logical} logical CPUs, {} physical cores as the OS reports them, {}): slowest thread {:.1} M calls/s \
-         (lone/slowest = {:.2}x; no-writer/with-writer = {:.2}x); TABLE_NOT_SET answers during detach: {}; wrong answers: {total_wrong}",
+         16 threads + control writer on a private table ({control_swaps} swaps): slowest {:.1} M calls/s (no-writer/control = {:.2}x, \
+         the machine's cost of a busy 17th thread); 16 threads + writer ({swaps} table swaps, {logical} logical CPUs, {} physical cores \
+         as the OS reports them, {}): slowest thread {:.1} M calls/s (lone/slowest = {:.2}x; no-writer/with-writer = {:.2}x; \
+         control/with-writer = {:.2}x, the shared table's own cost); TABLE_NOT_SET answers during detach: {}; wrong answers: {total_wrong}",
         lone_rate / 1e6,
         free_slowest / 1e6,
         lone_rate / free_slowest,
-        swaps.load(Ordering::Relaxed),
+        control_slowest / 1e6,
+        free_slowest / control_slowest,
         cores.len(),
         if pinned { "one core per thread" } else { "not pinned: too few cores" },
         slowest / 1e6,
         lone_rate / slowest,
         free_slowest / slowest,
+        control_slowest / slowest,
         results.iter().map(|w| w.not_set).sum::<u64>()
     );
     assert_eq!(total_wrong, 0, "a translation disagreed with every table that was ever current");
-    assert!(swaps.load(Ordering::Relaxed) > 10, "the writer must actually have swapped tables");
+    assert!(swaps > 10, "the writer must actually have swapped tables");
     if std::env::var("UXN_ASSERT_SCALING").is_ok() {
         // The writer's cost to the readers, measured against the same 16 busy cores without it.
         assert!(
