@@ -414,8 +414,18 @@ impl Table {
         }
         // Uniform bases: the answer is `sym` itself. SAFETY: pe < n <= the capacity of the arrays
         // published with n (checked consistent above).
-        let raw = if bases.is_null() { sym } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }.wrapping_add(off) };
-        let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
+        let raw = if bases.is_null() {
+            sym
+        } else {
+            std::hint::cold_path();
+            unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }.wrapping_add(off)
+        };
+        let r = if ranks.is_null() {
+            pe as u32
+        } else {
+            std::hint::cold_path();
+            unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) }
+        };
         // Both loaded unconditionally, so the choice is a cmov: a branch on `pe == my_pe` would be
         // mispredicted about once in n_pes calls for random PEs (every other call at 2 PEs).
         let (my_pe, device) = (self.my_pe.load(Ordering::Relaxed), self.device.load(Ordering::Relaxed));
@@ -443,9 +453,19 @@ impl Table {
         }
         // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
         // refilling a retired buffer; the sequence check below then rejects the answer).
-        let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1) };
+        let pe = if pes.is_null() {
+            rank as u32
+        } else {
+            std::hint::cold_path();
+            unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1)
+        };
         let base = self.base.load(Ordering::Relaxed);
-        let b = if bases.is_null() { base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+        let b = if bases.is_null() {
+            base
+        } else {
+            std::hint::cold_path();
+            unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }
+        };
         let off = raw.wrapping_sub(b);
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
