@@ -3,9 +3,10 @@
  *
  *   bench_translate [--calls N] [--reps R] [--max-pes P] [--nvshmem]
  *
- * The heap is a malloc'd HOST buffer (no GPU): translation is address arithmetic only. Two cases
+ * The heap is a malloc'd HOST buffer (no GPU): translation is address arithmetic only. Three cases
  * per size: "uniform+identity" (every PE's base equals mine, PE == rank: the library's O(1)
- * table) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
+ * table; NVSHMEM with CUDA VMM), "random+identity" (random per-PE bases, PE == rank: NVSHMEM
+ * without VMM) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
  * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
  * precomputed in arrays; the repetitions go round all the tables in turn (interleaved).
  * --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
@@ -62,7 +63,7 @@ static void die(const char *what, int st) {
 /* The data of one table. */
 typedef struct {
   int n;
-  int shuffled;
+  int mode; /* 0 uniform+identity, 1 random+identity, 2 random+shuffled */
   uintptr_t *bases;     /* by PE */
   int *rank_of_pe;      /* by PE */
   int *pe_of_rank;      /* by rank */
@@ -164,9 +165,12 @@ static double time_inline_from(const table *t, long calls) {
   return dt / (double)calls;
 }
 
-static void build(table *t, int n, int shuffled) {
+static const char *const mode_name[3] = {"uniform+identity", "random+identity", "random+shuffled"};
+
+static void build(table *t, int n, int mode) {
+  int shuffled = mode == 2, random_bases = mode >= 1;
   t->n = n;
-  t->shuffled = shuffled;
+  t->mode = mode;
   t->bases = (uintptr_t *)malloc(sizeof(uintptr_t) * (size_t)n);
   t->rank_of_pe = (int *)malloc(sizeof(int) * (size_t)n);
   t->pe_of_rank = (int *)malloc(sizeof(int) * (size_t)n);
@@ -181,7 +185,7 @@ static void build(table *t, int n, int shuffled) {
   for (int p = 0; p < n; p++) {
     t->rank_of_pe[p] = p;
     /* Random 1 MiB-aligned bases in [2^40, 2^46): never NULL, never overflowing. */
-    t->bases[p] = shuffled ? ((uintptr_t)1 << 40) + ((uintptr_t)(next_rand() % ((uint64_t)1 << 26)) << 20) : (uintptr_t)heap;
+    t->bases[p] = random_bases ? ((uintptr_t)1 << 40) + ((uintptr_t)(next_rand() % ((uint64_t)1 << 26)) << 20) : (uintptr_t)heap;
   }
   t->bases[my_pe] = (uintptr_t)heap;
   if (shuffled)
@@ -300,13 +304,13 @@ int main(int argc, char **argv) {
   double (*const fns[NF])(const table *, long) = {time_lib_to,   time_floor_to,   time_inline_to,
                                                   time_lib_from, time_floor_from, time_inline_from};
   const int sizes[] = {2, 16, 256, 4096, 65536, 1 << 20};
-  enum { MAX_TABLES = 2 * (int)(sizeof sizes / sizeof sizes[0]) };
+  enum { MAX_TABLES = 3 * (int)(sizeof sizes / sizeof sizes[0]) };
   static table tabs[MAX_TABLES];
   static double v[MAX_TABLES][NF][MAX_REPS];
   size_t bytes[MAX_TABLES];
   int ntab = 0;
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0] && sizes[s] <= max_pes; s++)
-    for (int shuffled = 0; shuffled < 2; shuffled++) build(&tabs[ntab++], sizes[s], shuffled);
+    for (int mode = 0; mode < 3; mode++) build(&tabs[ntab++], sizes[s], mode);
   for (int r = 0; r < reps; r++)
     for (int t = 0; t < ntab; t++) {
       bytes[t] = install(&tabs[t]);
@@ -319,7 +323,7 @@ int main(int argc, char **argv) {
     double m[NF];
     for (int f = 0; f < NF; f++) m[f] = median(v[t][f], reps);
     printf("| %d | %s | %.2f | %.2f | %.2f | %.1fx | %.2f | %.2f | %.2f | %.1fx | %zu |\n", tabs[t].n,
-           tabs[t].shuffled ? "random+shuffled" : "uniform+identity", m[LIB_TO], m[FLOOR_TO], m[INLINE_TO],
+           mode_name[tabs[t].mode], m[LIB_TO], m[FLOOR_TO], m[INLINE_TO],
            m[LIB_TO] / m[INLINE_TO], m[LIB_FROM], m[FLOOR_FROM], m[INLINE_FROM], m[LIB_FROM] / m[INLINE_FROM], bytes[t]);
     release(&tabs[t]);
   }

@@ -412,8 +412,11 @@ impl Table {
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
         }
-        // Uniform bases: the answer is `sym` itself. SAFETY: pe < n <= the capacity of the arrays
-        // published with n (checked consistent above).
+        // Uniform bases: the answer is `sym` itself. The per-PE arrays are behind `cold_path`, so
+        // the uniform layout (CUDA VMM's default: one base everywhere, PE == rank) runs straight
+        // through and a per-PE array costs a jump out and back (measured on the GPU host: this
+        // layout beat a neutral one and a cmov-chosen pointer; BENCHMARKS.md, section 6).
+        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
         let raw = if bases.is_null() {
             sym
         } else {
@@ -460,12 +463,12 @@ impl Table {
             unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1)
         };
         let base = self.base.load(Ordering::Relaxed);
-        let b = if bases.is_null() {
-            base
-        } else {
-            std::hint::cold_path();
-            unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }
-        };
+        // The base through a pointer chosen by a cmov and valid in both layouts (without a bases
+        // array, `base` itself), so uniform and per-PE bases both run straight through (measured
+        // on the GPU host: better here than the layout of try_to_global; BENCHMARKS.md, section 6).
+        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
+        let bp: *const AtomicUsize = if bases.is_null() { &self.base } else { unsafe { bases.add(pe as usize) } };
+        let b = unsafe { (*bp).load(Ordering::Relaxed) };
         let off = raw.wrapping_sub(b);
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
