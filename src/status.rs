@@ -175,8 +175,9 @@ pub fn boundary(name: &'static str, body: impl FnOnce() -> Result<()>) -> Status
 /// The panic boundary of the two translation calls. `fast` (the hot path, which reports success
 /// by returning true) runs inside `catch_unwind`; when it returns false, `slow` runs, and `slow`
 /// must be a function whose own body is a [`boundary`] (it says why, or retries after a race).
-/// Calling `slow` outside the unwind scope lets the compiler make it a tail call, so the exported
-/// function needs no stack frame: `catch_unwind` around code that cannot unwind costs nothing.
+/// Calling `slow` outside the unwind scope lets the compiler make it a tail call (a conditional
+/// jump), so the exported function keeps no frame for it: `catch_unwind` around code that cannot
+/// unwind costs nothing.
 #[inline(always)]
 pub fn boundary_hot(name: &'static str, fast: impl FnOnce() -> bool, slow: impl FnOnce() -> Status) -> Status {
     match catch_unwind(AssertUnwindSafe(fast)) {

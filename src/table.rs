@@ -390,8 +390,8 @@ impl Table {
     }
 
     /// The hot path of `to_global`: one attempt, None on any failure *or* a race with a writer
-    /// (then `to_global` retries and says why). Written so that the exported function stays a
-    /// leaf with no stack frame: few live values, one combined branch per check.
+    /// (then `to_global` retries and says why). Written so that the exported function needs no
+    /// stack frame (few live values) and each failure is one conditional jump to the slow path.
     #[inline(always)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
         let s1 = self.seq.load(Ordering::Acquire);
