@@ -47,6 +47,32 @@ static double now_ns() {
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+// The timing loops of the translation calls and of the call floor's (same signatures): F is a
+// template argument, so each instantiation calls it directly, through the PLT, as user code does.
+// Random PEs and offsets cycle through 4096 precomputed pairs; the sum keeps the results live.
+template <auto F>
+static uintptr_t time_to(const void *buf, const std::vector<size_t> &offs, const std::vector<int> &pes, int m) {
+    uintptr_t sink = 0;
+    for (int i = 0; i < m; i++) {
+        upcxx_extra_nvshmem_gptr_t x;
+        F((const char *)buf + offs[i & 4095], pes[i & 4095], &x);
+        sink += (uintptr_t)x.raw;
+    }
+    return sink;
+}
+
+template <auto F>
+static uintptr_t time_from(const std::vector<void *> &bufs, const std::vector<size_t> &offs, const std::vector<int> &pes, int m) {
+    uintptr_t sink = 0;
+    for (int i = 0; i < m; i++) {
+        void *y;
+        int q;
+        F(pes[i & 4095], (const char *)bufs[pes[i & 4095]] + offs[i & 4095], &y, &q);
+        sink += (uintptr_t)y;
+    }
+    return sink;
+}
+
 static void print_heap(const char *what, const upcxx_extra_nvshmem_heap_info_t &h) {
     printf("INFO %d %s: base=%p size=%zu (%.1f GiB) mapped=%zu (%.1f MiB) pe=%d/%d device=%d nvshmem=%d.%d.%d source=%d\n",
            g_pe, what, h.base, h.size, h.size / 1073741824.0, h.mapped_size, h.mapped_size / 1048576.0, h.my_pe,
@@ -260,31 +286,13 @@ int main(int argc, char **argv) {
             double t0 = now_ns();
             for (int i = 0; i < M; i++) sink += (uintptr_t)nvshmem_ptr((char *)buf + offs[i & 4095], me);
             double t1 = now_ns();
-            for (int i = 0; i < M; i++) {
-                upcxx_extra_nvshmem_gptr_t x;
-                upcxx_extra_nvshmem_to_global_ptr((char *)buf + offs[i & 4095], pes[i & 4095], &x);
-                sink += (uintptr_t)x.raw;
-            }
+            sink += time_to<upcxx_extra_nvshmem_to_global_ptr>(buf, offs, pes, M);
             double t2 = now_ns();
-            for (int i = 0; i < M; i++) {
-                void *y;
-                int q;
-                upcxx_extra_nvshmem_from_global_ptr(pes[i & 4095], (char *)bufs[pes[i & 4095]] + offs[i & 4095], &y, &q);
-                sink += (uintptr_t)y;
-            }
+            sink += time_from<upcxx_extra_nvshmem_from_global_ptr>(bufs, offs, pes, M);
             double t3 = now_ns();
-            for (int i = 0; i < M; i++) {
-                upcxx_extra_nvshmem_gptr_t x;
-                uxn_bench_floor_to_global_ptr((char *)buf + offs[i & 4095], pes[i & 4095], &x);
-                sink += (uintptr_t)x.raw;
-            }
+            sink += time_to<uxn_bench_floor_to_global_ptr>(buf, offs, pes, M);
             double t4 = now_ns();
-            for (int i = 0; i < M; i++) {
-                void *y;
-                int q;
-                uxn_bench_floor_from_global_ptr(pes[i & 4095], (char *)bufs[pes[i & 4095]] + offs[i & 4095], &y, &q);
-                sink += (uintptr_t)y;
-            }
+            sink += time_from<uxn_bench_floor_from_global_ptr>(bufs, offs, pes, M);
             double t5 = now_ns();
             t_ptr[r] = (t1 - t0) / M;
             t_to[r] = (t2 - t1) / M;

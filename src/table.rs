@@ -389,25 +389,42 @@ impl Table {
         if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
     }
 
-    /// The hot path of `to_global`: one attempt, None on any failure *or* a race with a writer
-    /// (then `to_global` retries and says why). Written so that the exported function needs no
-    /// stack frame (few live values) and each failure is one conditional jump to the slow path.
+    /// The opening of a hot-path read: the sequence number (None while a writer is active), the
+    /// bound and the array pointers the entries are read through (`bases` and `other`, which is
+    /// `rank_of_pe` or `pe_of_rank`), and a re-check of the sequence number, so that the bound
+    /// and the pointers come from one table before an entry is read: then every index < n is
+    /// inside the arrays (buffers never shrink and are never freed). None also when `index` is
+    /// not below the bound (0 when no peer table is installed). The other fields need only the
+    /// closing check, [`Table::unchanged`].
     #[inline(always)]
-    pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
+    fn open(&self, index: i32, other: &AtomicPtr<AtomicU32>) -> Option<(u64, u32, *const AtomicUsize, *const AtomicU32)> {
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 != 0 {
             return None; // a writer is active
         }
         let n = self.live_n.load(Ordering::Relaxed);
         let bases = self.bases.load(Ordering::Relaxed);
-        let ranks = self.rank_of_pe.load(Ordering::Relaxed);
-        // n and the array pointers must come from one table before an entry is read: then every
-        // index < n is inside the arrays (buffers never shrink and are never freed). The other
-        // fields need only the final check.
+        let other = other.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
-        if s1 != self.seq.load(Ordering::Relaxed) || (pe as u32) >= n {
+        if s1 != self.seq.load(Ordering::Relaxed) || (index as u32) >= n {
             return None;
         }
+        Some((s1, n, bases, other))
+    }
+
+    /// The closing of a hot-path read: true when no writer published since `open` returned `s1`.
+    #[inline(always)]
+    fn unchanged(&self, s1: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.seq.load(Ordering::Relaxed) == s1
+    }
+
+    /// The hot path of `to_global`: one attempt, None on any failure *or* a race with a writer
+    /// (then `to_global` retries and says why). Written so that the exported function needs no
+    /// stack frame (few live values) and each failure is one conditional jump to the slow path.
+    #[inline(always)]
+    pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
+        let (s1, _, bases, ranks) = self.open(pe, &self.rank_of_pe)?;
         let off = sym.wrapping_sub(self.base.load(Ordering::Relaxed));
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
@@ -416,68 +433,50 @@ impl Table {
         // the uniform layout (CUDA VMM's default: one base everywhere, PE == rank) runs straight
         // through and a per-PE array costs a jump out and back (measured on the GPU host: this
         // layout beat a neutral one and a cmov-chosen pointer; BENCHMARKS.md, section 6).
-        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
+        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent by `open`).
         let raw = if bases.is_null() {
             sym
         } else {
-            std::hint::cold_path();
+            cold_path();
             unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) }.wrapping_add(off)
         };
         let r = if ranks.is_null() {
             pe as u32
         } else {
-            std::hint::cold_path();
+            cold_path();
             unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) }
         };
         // Both loaded unconditionally, so the choice is a cmov: a branch on `pe == my_pe` would be
         // mispredicted about once in n_pes calls for random PEs (every other call at 2 PEs).
         let (my_pe, device) = (self.my_pe.load(Ordering::Relaxed), self.device.load(Ordering::Relaxed));
         let device = if pe == my_pe { device } else { -1 };
-        fence(Ordering::Acquire);
-        if self.seq.load(Ordering::Relaxed) != s1 {
-            return None;
-        }
-        Some(Global { rank: r as i32, pe, device, raw })
+        self.unchanged(s1).then_some(Global { rank: r as i32, pe, device, raw })
     }
 
     /// The hot path of `from_global`: one attempt, None on any failure or a race with a writer.
     #[inline(always)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
-        let s1 = self.seq.load(Ordering::Acquire);
-        if s1 & 1 != 0 {
-            return None; // a writer is active
-        }
-        let n = self.live_n.load(Ordering::Relaxed);
-        let bases = self.bases.load(Ordering::Relaxed);
-        let pes = self.pe_of_rank.load(Ordering::Relaxed);
-        fence(Ordering::Acquire);
-        if s1 != self.seq.load(Ordering::Relaxed) || (rank as u32) >= n {
-            return None;
-        }
+        let (s1, n, bases, pes) = self.open(rank, &self.pe_of_rank)?;
         // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
         // refilling a retired buffer; the sequence check below then rejects the answer).
         let pe = if pes.is_null() {
             rank as u32
         } else {
-            std::hint::cold_path();
+            cold_path();
             unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1)
         };
         let base = self.base.load(Ordering::Relaxed);
         // The base through a pointer chosen by a cmov and valid in both layouts (without a bases
         // array, `base` itself), so uniform and per-PE bases both run straight through (measured
         // on the GPU host: better here than the layout of try_to_global; BENCHMARKS.md, section 6).
-        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent above).
+        // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent by `open`).
         let bp: *const AtomicUsize = if bases.is_null() { &self.base } else { unsafe { bases.add(pe as usize) } };
         let b = unsafe { (*bp).load(Ordering::Relaxed) };
         let off = raw.wrapping_sub(b);
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
         }
-        fence(Ordering::Acquire);
-        if self.seq.load(Ordering::Relaxed) != s1 {
-            return None;
-        }
-        Some((base.wrapping_add(off), pe as i32))
+        self.unchanged(s1).then_some((base.wrapping_add(off), pe as i32))
     }
 
     /// `sym` (an address in my heap) on PE `pe`.
@@ -521,6 +520,13 @@ impl Table {
         Err(from_global_error(rank, raw, pe, b, &v))
     }
 }
+
+/// Marks the branch it is called in as unlikely, so the compiler lays the other one out as the
+/// straight path. `std::hint::cold_path` does this from Rust 1.95; the crate supports 1.85, where
+/// a call to an empty `#[cold]` function, inlined, has the same effect.
+#[cold]
+#[inline(always)]
+fn cold_path() {}
 
 /// The view's flags, from the two counts (n_pes 0: no heap; live_n 0: no peer table).
 fn flags_of(n_pes: u32, live_n: u32) -> u32 {
