@@ -9,8 +9,8 @@
  * without VMM) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
  * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
  * precomputed in arrays; the repetitions go round all the tables in turn (interleaved).
- * --nvshmem (built with UXN_BENCH_NVSHMEM) also times host nvshmem_ptr()
- * on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Each row also times the call floor
+ * --nvshmem (built with UXN_BENCH_NVSHMEM) instead times the calls, the call floor and host
+ * nvshmem_ptr() in the same run on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Each row also times the call floor
  * (bench_floor.c: a function of the same signature in another shared library that translates
  * nothing), the least any out-of-line C ABI call can cost in this loop. Not a ctest. */
 #include <inttypes.h>
@@ -233,16 +233,56 @@ static size_t install(const table *t) {
 }
 
 #ifdef UXN_BENCH_NVSHMEM
-static double time_nvshmem_ptr(void *p, int pe, long calls) {
+/* nvshmem_ptr over the same (offset) sequence as the translation loops, for my own PE. */
+static int nvshmem_me;
+static double time_nvshmem_ptr(const table *t, long calls) {
   uintptr_t acc = 0;
   double t0 = now_ns();
   for (long i = 0; i < calls; i++) {
-    size_t off = ((size_t)i * 64) & (HEAP_SIZE - 1);
-    acc += (uintptr_t)nvshmem_ptr((char *)p + off, pe);
+    size_t k = (size_t)i & (IDX_N - 1);
+    acc += (uintptr_t)nvshmem_ptr(heap + t->idx_off[k], nvshmem_me);
   }
   double dt = now_ns() - t0;
   sink = acc;
   return dt / (double)calls;
+}
+
+/* --nvshmem: the translation calls and the call floor against host nvshmem_ptr, same run, on a
+ * real NVSHMEM heap after upcxx_extra_nvshmem_set_peers_from_nvshmem (PE == rank). The (PE,
+ * offset) pairs are random; the from_global_ptr inputs are the to_global_ptr answers. */
+static void bench_nvshmem(long calls, int reps) {
+  nvshmem_init();
+  nvshmem_me = nvshmem_my_pe();
+  int np = nvshmem_n_pes();
+  heap = (unsigned char *)nvshmem_malloc(HEAP_SIZE);
+  if (!heap) die("nvshmem_malloc", 0);
+  int st = upcxx_extra_nvshmem_set_peers_from_nvshmem(NULL);
+  if (st) die("set_peers_from_nvshmem", st);
+  table t;
+  build(&t, np, 0); /* only the index arrays are used; the raw/rank answers come from the library */
+  for (size_t k = 0; k < IDX_N; k++) {
+    upcxx_extra_nvshmem_gptr_t g;
+    st = upcxx_extra_nvshmem_to_global_ptr(heap + t.idx_off[k], (int)t.idx_pe[k], &g);
+    if (st) die("to_global_ptr on the NVSHMEM heap", st);
+    t.idx_raw[k] = (uintptr_t)g.raw;
+    t.idx_rank[k] = g.rank;
+  }
+  enum { PTR, LIB_TO, FLOOR_TO, LIB_FROM, FLOOR_FROM, NF };
+  double (*const fns[NF])(const table *, long) = {time_nvshmem_ptr, time_lib_to, time_floor_to, time_lib_from, time_floor_from};
+  double v[NF][MAX_REPS], m[NF];
+  for (int r = 0; r < reps; r++)
+    for (int f = 0; f < NF; f++) {
+      if (r == 0) fns[f](&t, calls / 10 + 1); /* warm up */
+      v[f][r] = fns[f](&t, calls);
+    }
+  for (int f = 0; f < NF; f++) m[f] = median(v[f], reps);
+  printf("\nPE %d of %d, NVSHMEM heap at %p: host nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns "
+         "(%.2fx) | call floor: to %.2f ns (%.2fx), from %.2f ns (%.2fx) [ratios to nvshmem_ptr, same run]\n",
+         nvshmem_me, np, (void *)heap, m[PTR], m[LIB_TO], m[LIB_TO] / m[PTR], m[LIB_FROM], m[LIB_FROM] / m[PTR], m[FLOOR_TO],
+         m[FLOOR_TO] / m[PTR], m[FLOOR_FROM], m[FLOOR_FROM] / m[PTR]);
+  release(&t);
+  nvshmem_free(heap);
+  nvshmem_finalize();
 }
 #endif
 
@@ -267,6 +307,11 @@ int main(int argc, char **argv) {
   if (use_nvshmem) {
     fprintf(stderr, "bench_translate: built without NVSHMEM (configure with -DUXN_BENCH_NVSHMEM=ON -DNVSHMEM_HOME=...)\n");
     return 2;
+  }
+#else
+  if (use_nvshmem) {
+    bench_nvshmem(calls, reps);
+    return 0;
   }
 #endif
   heap = (unsigned char *)malloc(HEAP_SIZE);
@@ -308,20 +353,6 @@ int main(int argc, char **argv) {
   }
   upcxx_extra_nvshmem_detach();
 
-#ifdef UXN_BENCH_NVSHMEM
-  if (use_nvshmem) {
-    nvshmem_init();
-    int me = nvshmem_my_pe();
-    void *p = nvshmem_malloc(HEAP_SIZE);
-    double v[MAX_REPS];
-    time_nvshmem_ptr(p, me, calls / 10 + 1);
-    for (int r = 0; r < reps; r++) v[r] = time_nvshmem_ptr(p, me, calls);
-    if (me == 0)
-      printf("\nhost nvshmem_ptr(p, my_pe) on %d PEs: %.2f ns/call\n", nvshmem_n_pes(), median(v, reps));
-    nvshmem_free(p);
-    nvshmem_finalize();
-  }
-#endif
   free(heap);
   return 0;
 }
