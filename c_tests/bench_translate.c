@@ -1,7 +1,7 @@
 /* bench_translate: the cost of upcxx_extra_nvshmem_to_global_ptr / from_global_ptr against the
  * same arithmetic inlined in C, for peer tables of 2 .. 1,048,576 PEs.
  *
- *   bench_translate [--calls N] [--reps R] [--max-pes P] [--nvshmem]
+ *   bench_translate [--calls N] [--reps R] [--max-pes P]
  *
  * The heap is a malloc'd HOST buffer (no GPU): translation is address arithmetic only. Three cases
  * per size: "uniform+identity" (every PE's base equals mine, PE == rank: the library's O(1)
@@ -9,10 +9,11 @@
  * without VMM) and "random+shuffled" (random per-PE bases, a random PE -> rank permutation). Each
  * timing is the median of R repetitions of a loop of N calls over random PEs and offsets
  * precomputed in arrays; the repetitions go round all the tables in turn (interleaved).
- * --nvshmem (built with UXN_BENCH_NVSHMEM) instead times the calls, the call floor and host
- * nvshmem_ptr() in the same run on a real NVSHMEM heap (needs a GPU and an NVSHMEM launch). Each row also times the call floor
- * (bench_floor.c: a function of the same signature in another shared library that translates
- * nothing), the least any out-of-line C ABI call can cost in this loop. Not a ctest. */
+ * Each row also times the call floor (bench_floor.c: a function of the same signature in another
+ * shared library that translates nothing), the least any out-of-line C ABI call can cost in this
+ * loop. The same-run comparison with host nvshmem_ptr() on a real NVSHMEM heap is the timing
+ * section of gpu/heap_check.cu (NVSHMEM 3.x's headers and nvshmem_init need nvcc, not a C
+ * compiler). Not a ctest. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,9 +23,6 @@
 
 #include "bench_floor.h"
 #include "upcxx_extra_nvshmem.h"
-#ifdef UXN_BENCH_NVSHMEM
-#include <nvshmem.h>
-#endif
 
 #define HEAP_SIZE ((size_t)1 << 20)
 #define IDX_BITS 20 /* 1M precomputed (pe, offset) pairs, cycled */
@@ -232,70 +230,16 @@ static size_t install(const table *t) {
   return bytes;
 }
 
-#ifdef UXN_BENCH_NVSHMEM
-/* nvshmem_ptr over the same (offset) sequence as the translation loops, for my own PE. */
-static int nvshmem_me;
-static double time_nvshmem_ptr(const table *t, long calls) {
-  uintptr_t acc = 0;
-  double t0 = now_ns();
-  for (long i = 0; i < calls; i++) {
-    size_t k = (size_t)i & (IDX_N - 1);
-    acc += (uintptr_t)nvshmem_ptr(heap + t->idx_off[k], nvshmem_me);
-  }
-  double dt = now_ns() - t0;
-  sink = acc;
-  return dt / (double)calls;
-}
-
-/* --nvshmem: the translation calls and the call floor against host nvshmem_ptr, same run, on a
- * real NVSHMEM heap after upcxx_extra_nvshmem_set_peers_from_nvshmem (PE == rank). The (PE,
- * offset) pairs are random; the from_global_ptr inputs are the to_global_ptr answers. */
-static void bench_nvshmem(long calls, int reps) {
-  nvshmem_init();
-  nvshmem_me = nvshmem_my_pe();
-  int np = nvshmem_n_pes();
-  heap = (unsigned char *)nvshmem_malloc(HEAP_SIZE);
-  if (!heap) die("nvshmem_malloc", 0);
-  int st = upcxx_extra_nvshmem_set_peers_from_nvshmem(NULL);
-  if (st) die("set_peers_from_nvshmem", st);
-  table t;
-  build(&t, np, 0); /* only the index arrays are used; the raw/rank answers come from the library */
-  for (size_t k = 0; k < IDX_N; k++) {
-    upcxx_extra_nvshmem_gptr_t g;
-    st = upcxx_extra_nvshmem_to_global_ptr(heap + t.idx_off[k], (int)t.idx_pe[k], &g);
-    if (st) die("to_global_ptr on the NVSHMEM heap", st);
-    t.idx_raw[k] = (uintptr_t)g.raw;
-    t.idx_rank[k] = g.rank;
-  }
-  enum { PTR, LIB_TO, FLOOR_TO, LIB_FROM, FLOOR_FROM, NF };
-  double (*const fns[NF])(const table *, long) = {time_nvshmem_ptr, time_lib_to, time_floor_to, time_lib_from, time_floor_from};
-  double v[NF][MAX_REPS], m[NF];
-  for (int r = 0; r < reps; r++)
-    for (int f = 0; f < NF; f++) {
-      if (r == 0) fns[f](&t, calls / 10 + 1); /* warm up */
-      v[f][r] = fns[f](&t, calls);
-    }
-  for (int f = 0; f < NF; f++) m[f] = median(v[f], reps);
-  printf("\nPE %d of %d, NVSHMEM heap at %p: host nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns "
-         "(%.2fx) | call floor: to %.2f ns (%.2fx), from %.2f ns (%.2fx) [ratios to nvshmem_ptr, same run]\n",
-         nvshmem_me, np, (void *)heap, m[PTR], m[LIB_TO], m[LIB_TO] / m[PTR], m[LIB_FROM], m[LIB_FROM] / m[PTR], m[FLOOR_TO],
-         m[FLOOR_TO] / m[PTR], m[FLOOR_FROM], m[FLOOR_FROM] / m[PTR]);
-  release(&t);
-  nvshmem_free(heap);
-  nvshmem_finalize();
-}
-#endif
 
 int main(int argc, char **argv) {
   long calls = 10 * 1000 * 1000;
-  int reps = 5, max_pes = 1 << 20, use_nvshmem = 0;
+  int reps = 5, max_pes = 1 << 20;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--max-pes") && i + 1 < argc) max_pes = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--nvshmem")) use_nvshmem = 1;
     else {
-      fprintf(stderr, "usage: %s [--calls N] [--reps R] [--max-pes P] [--nvshmem]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--calls N] [--reps R] [--max-pes P]\n", argv[0]);
       return 2;
     }
   }
@@ -303,17 +247,6 @@ int main(int argc, char **argv) {
   if (reps < 1) reps = 1;
   if (reps > MAX_REPS) reps = MAX_REPS;
   if (max_pes < 2) max_pes = 2;
-#ifndef UXN_BENCH_NVSHMEM
-  if (use_nvshmem) {
-    fprintf(stderr, "bench_translate: built without NVSHMEM (configure with -DUXN_BENCH_NVSHMEM=ON -DNVSHMEM_HOME=...)\n");
-    return 2;
-  }
-#else
-  if (use_nvshmem) {
-    bench_nvshmem(calls, reps);
-    return 0;
-  }
-#endif
   heap = (unsigned char *)malloc(HEAP_SIZE);
   if (!heap) return 1;
 
