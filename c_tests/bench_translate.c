@@ -172,6 +172,12 @@ static void build(table *t, int n, int mode) {
       t->rank_of_pe[p] = t->rank_of_pe[q];
       t->rank_of_pe[q] = tmp;
     }
+  if (shuffled) { /* a shuffle can come out as the identity (one time in two at 2 PEs): rotate then */
+    int identity = 1;
+    for (int p = 0; p < n && identity; p++) identity = t->rank_of_pe[p] == p;
+    if (identity)
+      for (int p = 0; p < n; p++) t->rank_of_pe[p] = (p + 1) % n;
+  }
   for (int p = 0; p < n; p++) t->pe_of_rank[t->rank_of_pe[p]] = p;
   for (size_t k = 0; k < IDX_N; k++) {
     uint32_t pe = (uint32_t)(next_rand() % (uint64_t)n);
