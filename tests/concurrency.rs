@@ -1,11 +1,13 @@
-//! Stress: 16 threads translate while another thread swaps peer tables (and, in a second phase,
-//! also detaches/attaches the heap). Every answer is checked against the table it must have
-//! come from (each table encodes its number in both the bases and the ranks, so a torn read -
-//! base from one table, rank from another - is caught). Also reports the slowest reader's call rate against a lone thread's
-//! and against 16 readers without a writer. `UXN_ASSERT_SCALING=1` asserts the writer's own cost
-//! (16 readers with the writer against 16 without) <= 1.5x; do that on a host with >= 17 cores,
-//! not on CI's 2. The lone-thread ratio is printed, not asserted: it depends mostly on the host's
-//! single-core clock (BENCHMARKS.md, section 5).
+//! Stress: 16 threads translate while another thread swaps peer tables (and, in a second kind
+//! of phase, also detaches/attaches the heap). Every answer is checked against the table it
+//! must have come from (each table encodes its number in both the bases and the ranks, so a
+//! torn read - base from one table, rank from another - is caught). Also reports the slowest
+//! reader's call rate against a lone thread's, against 16 readers without a writer and against
+//! 16 with a control writer on a private table; the kinds of phase are interleaved in rounds.
+//! `UXN_ASSERT_SCALING=1` asserts the writers' own cost (16 readers with a writer against 16
+//! without) <= 1.5x; do that on a host with >= 17 cores, not on CI's 2. The lone-thread ratio is
+//! printed, not asserted: it depends mostly on the host's single-core clock (BENCHMARKS.md,
+//! section 5).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -101,9 +103,9 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
-/// 16 pinned reader threads (reader i on `core(i + 1)`), each with its own seed.
-fn spawn_readers(stop: &Arc<AtomicBool>, seed: u64, core: &dyn Fn(usize) -> Option<usize>) -> Vec<std::thread::JoinHandle<Worker>> {
-    (0..16u64)
+/// `count` pinned reader threads (reader i on `core(i + 1)`), each with its own seed.
+fn spawn_readers(count: usize, stop: &Arc<AtomicBool>, seed: u64, core: &dyn Fn(usize) -> Option<usize>) -> Vec<std::thread::JoinHandle<Worker>> {
+    (0..count as u64)
         .map(|i| {
             let s = stop.clone();
             let c = core(i as usize + 1);
@@ -163,14 +165,33 @@ fn work(seed: u64, stop: &AtomicBool) -> Worker {
     w
 }
 
-/// Runs 16 pinned readers for `run`, with `writer` (if any) on core 0 until they stop. Returns
-/// the slowest reader's rate, the readers, and what the writer returned (its swap count).
+/// What one kind of phase added up to over the rounds: calls per reader index, time, swaps.
+#[derive(Default)]
+struct Tally {
+    calls: Vec<u64>,
+    secs: f64,
+    wrong: u64,
+    not_set: u64,
+    swaps: u64,
+}
+
+impl Tally {
+    /// The slowest reader's rate over all the rounds (reader i runs on the same CPU each round).
+    fn slowest(&self) -> f64 {
+        self.calls.iter().map(|&c| c as f64 / self.secs).fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Runs `readers` pinned readers for `run`, with `writer` (if any) on core 0 until they stop,
+/// and adds what they did to `tally`.
 fn phase(
+    tally: &mut Tally,
+    readers: usize,
     run: Duration,
     seed: u64,
     core: &dyn Fn(usize) -> Option<usize>,
-    writer: Option<Box<dyn FnOnce(&AtomicBool) -> u64 + Send>>,
-) -> (f64, Vec<Worker>, u64) {
+    writer: Option<fn(&AtomicBool) -> u64>,
+) {
     let stop = Arc::new(AtomicBool::new(false));
     let w = writer.map(|f| {
         let s = stop.clone();
@@ -181,14 +202,18 @@ fn phase(
         })
     });
     let t = Instant::now();
-    let readers = spawn_readers(&stop, seed, core);
+    let handles = spawn_readers(readers, &stop, seed, core);
     std::thread::sleep(run);
     stop.store(true, Ordering::Relaxed);
-    let results: Vec<Worker> = readers.into_iter().map(|h| h.join().unwrap()).collect();
-    let swaps = w.map_or(0, |h| h.join().unwrap());
-    let secs = t.elapsed().as_secs_f64();
-    let slowest = results.iter().map(|w| w.calls as f64 / secs).fold(f64::INFINITY, f64::min);
-    (slowest, results, swaps)
+    let results: Vec<Worker> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    tally.swaps += w.map_or(0, |h| h.join().unwrap());
+    tally.secs += t.elapsed().as_secs_f64();
+    tally.calls.resize(readers, 0);
+    for (i, r) in results.iter().enumerate() {
+        tally.calls[i] += r.calls;
+        tally.wrong += r.wrong;
+        tally.not_set += r.not_set;
+    }
 }
 
 /// The writer: swaps the process's table every ~50 us, detaching and re-attaching every 8 swaps.
@@ -251,7 +276,9 @@ fn private_writer(stop: &AtomicBool) -> u64 {
 fn translate_while_tables_swap() {
     attach();
     set_table(0);
-    let run = Duration::from_millis(std::env::var("UXN_STRESS_MS").ok().and_then(|s| s.parse().ok()).unwrap_or(1500));
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|s| s.parse().ok()).unwrap_or(d);
+    let run = Duration::from_millis(env("UXN_STRESS_MS", 1500));
+    let rounds = env("UXN_STRESS_ROUNDS", 4).max(1) as usize;
 
     // With >= 17 physical cores, each reader and the writer get a core of their own.
     let cores = physical_cores();
@@ -264,76 +291,68 @@ fn translate_while_tables_swap() {
         if pinned { "writer on the first, readers on the next 16" } else { "fewer than 17: threads not pinned" }
     );
 
-    // A lone thread, no writer.
-    let stop = Arc::new(AtomicBool::new(false));
-    let t0 = Instant::now();
-    let lone = {
-        let s = stop.clone();
-        let c = core(1);
-        let h = std::thread::spawn(move || {
-            pin(c);
-            work(12345, &s)
-        });
-        std::thread::sleep(run);
-        stop.store(true, Ordering::Relaxed);
-        h.join().unwrap()
-    };
-    let lone_rate = lone.calls as f64 / t0.elapsed().as_secs_f64();
-    assert_eq!(lone.wrong, 0);
-
-    // 16 readers without a writer: what the machine gives 16 busy cores (clock, SMT).
-    let (free_slowest, free, _) = phase(run, 0x51_7cc1_b727_220a, &core, None);
-    assert_eq!(free.iter().map(|w| w.wrong).sum::<u64>(), 0);
-
-    // 16 readers and the control writer (same work, a private table).
-    let (control_slowest, control, control_swaps) = phase(run, 0x2545_f491_4f6c_dd1d, &core, Some(Box::new(private_writer)));
-    assert_eq!(control.iter().map(|w| w.wrong).sum::<u64>(), 0);
-    assert!(control_swaps > 10);
-
-    // 16 readers and a writer that only replaces the process's table (the performance target's
-    // case), then one that also detaches and re-attaches the heap every 8 swaps.
-    let (swap_slowest, swap_results, swap_only) = phase(run, 0x6a09_e667_f3bc_c909, &core, Some(Box::new(swap_writer)));
-    assert_eq!(swap_results.iter().map(|w| w.wrong).sum::<u64>(), 0);
-    assert_eq!(swap_results.iter().map(|w| w.not_set).sum::<u64>(), 0, "the table is never missing without a detach");
-    assert!(swap_only > 10);
-    let (slowest, results, swaps) = phase(run, 0x9e37_79b9_7f4a_7c15, &core, Some(Box::new(table_writer)));
-    let total_wrong: u64 = results.iter().map(|w| w.wrong).sum();
+    // Five kinds of phase: a lone reader; 16 readers without a writer (what the machine gives 16
+    // busy cores); 16 with the control writer (same work on a private table); 16 with a writer
+    // that only replaces the table (the performance target's case); 16 with a writer that also
+    // detaches and re-attaches the heap. They run in `rounds` rounds of `run / rounds` each, in
+    // an order that rotates every round, so that the machine's drift (clock boost spent, power
+    // limits) falls on every kind alike instead of on the phases that happen to run last.
+    const KINDS: [(&str, usize, Option<fn(&AtomicBool) -> u64>); 5] = [
+        ("lone", 1, None),
+        ("free", 16, None),
+        ("control", 16, Some(private_writer)),
+        ("swap", 16, Some(swap_writer)),
+        ("detach", 16, Some(table_writer)),
+    ];
+    let mut tallies: Vec<Tally> = (0..KINDS.len()).map(|_| Tally::default()).collect();
+    let slice = run / rounds as u32;
+    for r in 0..rounds {
+        for j in 0..KINDS.len() {
+            let k = (r + j) % KINDS.len();
+            let (_, readers, writer) = KINDS[k];
+            phase(&mut tallies[k], readers, slice, 0x9e37_79b9_7f4a_7c15 ^ ((r * 8 + k) as u64), &core, writer);
+        }
+    }
+    let [lone, free, control, swap, detach] = &tallies[..] else { unreachable!() };
+    for (t, (name, _, _)) in tallies.iter().zip(KINDS) {
+        assert_eq!(t.wrong, 0, "{name}: a translation disagreed with every table that was ever current");
+    }
+    assert_eq!(swap.not_set, 0, "the table is never missing without a detach");
+    assert!(swap.swaps > 10 && detach.swaps > 10 && control.swaps > 10, "the writers must actually have swapped tables");
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let lone_rate = lone.slowest();
     println!(
-        "lone thread: {:.1} M calls/s; 16 threads, no writer: slowest {:.1} M calls/s (lone/slowest = {:.2}x, the machine's own scaling); \
-         16 threads + control writer on a private table ({control_swaps} swaps): slowest {:.1} M calls/s (no-writer/control = {:.2}x, \
-         the machine's cost of a busy 17th thread); 16 threads + writer ({swaps} table swaps, {logical} logical CPUs, {} physical cores \
-         as the OS reports them, {}): slowest thread {:.1} M calls/s (lone/slowest = {:.2}x; no-writer/with-writer = {:.2}x; \
-         control/with-writer = {:.2}x, the shared table's own cost); TABLE_NOT_SET answers during detach: {}; wrong answers: {total_wrong}",
-        lone_rate / 1e6,
-        free_slowest / 1e6,
-        lone_rate / free_slowest,
-        control_slowest / 1e6,
-        free_slowest / control_slowest,
+        "{rounds} rounds, {} logical CPUs, {} physical cores as the OS reports them, {}. Slowest reader, M calls/s: \
+         lone {:.1}; 16 without a writer {:.1}; with the control writer on a private table {:.1} ({} swaps); with a writer \
+         that only replaces the table {:.1} ({} swaps); with one that also detaches {:.1} ({} swaps, {} TABLE_NOT_SET \
+         answers). lone/slowest: {:.2}x without a writer, {:.2}x replacing, {:.2}x detaching. The shared table's own cost \
+         (control/with): {:.2}x replacing, {:.2}x detaching; the control writer's (without/control): {:.2}x. Wrong answers: 0",
+        logical,
         cores.len(),
         if pinned { "one core per thread" } else { "not pinned: too few cores" },
-        slowest / 1e6,
-        lone_rate / slowest,
-        free_slowest / slowest,
-        control_slowest / slowest,
-        results.iter().map(|w| w.not_set).sum::<u64>()
+        lone_rate / 1e6,
+        free.slowest() / 1e6,
+        control.slowest() / 1e6,
+        control.swaps,
+        swap.slowest() / 1e6,
+        swap.swaps,
+        detach.slowest() / 1e6,
+        detach.swaps,
+        detach.not_set,
+        lone_rate / free.slowest(),
+        lone_rate / swap.slowest(),
+        lone_rate / detach.slowest(),
+        control.slowest() / swap.slowest(),
+        control.slowest() / detach.slowest(),
+        free.slowest() / control.slowest(),
     );
-    println!(
-        "16 threads + a writer that only replaces the table ({swap_only} swaps): slowest {:.1} M calls/s (lone/slowest = {:.2}x; \
-         control/swap-only = {:.2}x, the shared table's own cost without detaches)",
-        swap_slowest / 1e6,
-        lone_rate / swap_slowest,
-        control_slowest / swap_slowest
-    );
-    assert_eq!(total_wrong, 0, "a translation disagreed with every table that was ever current");
-    assert!(swaps > 10, "the writer must actually have swapped tables");
     if std::env::var("UXN_ASSERT_SCALING").is_ok() {
         // The writers' cost to the readers, measured against the same 16 busy cores without one.
-        for (what, with) in [("swapping tables", slowest), ("only replacing the table", swap_slowest)] {
+        for (what, with) in [("only replacing the table", swap), ("also detaching", detach)] {
             assert!(
-                free_slowest / with <= 1.5,
+                free.slowest() / with.slowest() <= 1.5,
                 "with a writer {what} the slowest reader ran {:.2}x slower than without",
-                free_slowest / with
+                free.slowest() / with.slowest()
             );
         }
     }
