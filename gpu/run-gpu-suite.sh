@@ -47,7 +47,7 @@ fi
 
 # ---- Same-host concurrency and scaling (binaries built on the CPU machine, carried in .dev/bin).
 if [ -x "$PREFIX/bin/concurrency-test" ]; then
-  run UXN_STRESS_MS=2000 UXN_ASSERT_SCALING=1 "$PREFIX/bin/concurrency-test" --nocapture
+  run UXN_STRESS_MS=4000 UXN_ASSERT_SCALING=1 "$PREFIX/bin/concurrency-test" --nocapture
 fi
 if [ -x "$PREFIX/bin/bench_translate" ]; then
   run "$PREFIX/bin/bench_translate" --max-pes 1048576
