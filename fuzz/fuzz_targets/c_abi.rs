@@ -367,6 +367,24 @@ struct MHeap {
     version: (i32, i32, i32),
 }
 
+impl MHeap {
+    /// The C description of this heap, with `source` as given.
+    fn info(&self, source: c_int) -> CHeapInfo {
+        CHeapInfo {
+            base: self.base as *mut c_void,
+            size: self.size,
+            mapped_size: self.mapped,
+            my_pe: self.my_pe,
+            n_pes: self.n_pes,
+            device: self.device,
+            version_major: self.version.0,
+            version_minor: self.version.1,
+            version_patch: self.version.2,
+            source,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct MPeers {
     rank_of_pe: Vec<i32>,
@@ -902,19 +920,7 @@ fn step(model: &mut Model, op: Op) {
         }
         Op::Reattach => {
             if let Some(h) = model.heap {
-                let info = CHeapInfo {
-                    base: h.base as *mut c_void,
-                    size: h.size,
-                    mapped_size: h.mapped,
-                    my_pe: h.my_pe,
-                    n_pes: h.n_pes,
-                    device: h.device,
-                    version_major: h.version.0,
-                    version_minor: h.version.1,
-                    version_patch: h.version.2,
-                    source: 0,
-                };
-                attach(model, info, false);
+                attach(model, h.info(0), false);
                 assert!(model.peers.is_none());
             }
         }
@@ -985,19 +991,7 @@ fn step(model: &mut Model, op: Op) {
             model.status("upcxx_extra_nvshmem_heap_query", st, want.map_or_else(|e| e, |_| OK));
             match want {
                 Ok(h) => {
-                    let expect = CHeapInfo {
-                        base: h.base as *mut c_void,
-                        size: h.size,
-                        mapped_size: h.mapped,
-                        my_pe: h.my_pe,
-                        n_pes: h.n_pes,
-                        device: h.device,
-                        version_major: h.version.0,
-                        version_minor: h.version.1,
-                        version_patch: h.version.2,
-                        source: SOURCE_MANUAL,
-                    };
-                    assert_eq!(out, expect, "heap_query");
+                    assert_eq!(out, h.info(SOURCE_MANUAL), "heap_query");
                 }
                 Err(_) => assert_eq!(out, sentinel, "heap_query failed but wrote its output"),
             }
