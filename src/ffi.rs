@@ -56,6 +56,12 @@ pub struct UpcxxExtraNvshmemGptr {
     pub pe: c_int,
 }
 
+impl From<crate::table::Global> for UpcxxExtraNvshmemGptr {
+    fn from(g: crate::table::Global) -> Self {
+        UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
+    }
+}
+
 /// Where a resolution step finds NVSHMEM's state (`upcxx_extra_nvshmem_locate`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -284,7 +290,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
             }
             let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) else { return false };
             // SAFETY: non-NULL caller storage.
-            unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+            unsafe { out.write(g.into()) };
             true
         },
         // Failure, or a race with a writer: the full path retries or says why.
@@ -300,7 +306,7 @@ extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut U
         nonnull(out, "out")?;
         let g = TABLE.to_global(sym_addr as usize, pe)?;
         // SAFETY: non-NULL caller storage.
-        unsafe { out.write(UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }) };
+        unsafe { out.write(g.into()) };
         Ok(())
     })
 }
