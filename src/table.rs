@@ -80,8 +80,6 @@ pub struct Global {
     pub raw: usize,
 }
 
-const HAS_HEAP: u32 = 1;
-const HAS_PEERS: u32 = 2;
 
 /// A pooled array: never freed, reused by later tables.
 struct Buf<T> {
@@ -142,8 +140,10 @@ pub static TABLE: Table = Table::new();
 /// What one consistent read saw (for the answer, or for the error message).
 #[derive(Clone, Copy)]
 struct View {
-    flags: u32,
+    /// The heap's PE count; 0: no heap.
     n: u32,
+    /// `n` when a peer table is installed; 0: no table.
+    live_n: u32,
     my_pe: i32,
     device: i32,
     base: usize,
@@ -342,7 +342,7 @@ impl Table {
     }
 
     /// One consistent read: `f` gets the view and the three array pointers and may read entries
-    /// (indices must be < view.n); retried until no writer interfered.
+    /// (indices must be < view.live_n); retried until no writer interfered.
     #[inline(always)]
     fn read<R>(&self, f: impl Fn(&View, *const AtomicUsize, *const AtomicU32, *const AtomicU32) -> R) -> (View, R) {
         loop {
@@ -352,8 +352,8 @@ impl Table {
                 continue;
             }
             let v = View {
-                flags: flags_of(self.n_pes.load(Ordering::Relaxed), self.live_n.load(Ordering::Relaxed)),
                 n: self.n_pes.load(Ordering::Relaxed),
+                live_n: self.live_n.load(Ordering::Relaxed),
                 my_pe: self.my_pe.load(Ordering::Relaxed),
                 device: self.device.load(Ordering::Relaxed),
                 base: self.base.load(Ordering::Relaxed),
@@ -382,7 +382,7 @@ impl Table {
     #[inline]
     pub fn offset(&self, addr: usize) -> Result<usize> {
         let (v, ()) = self.read(|_, _, _, _| ());
-        if v.flags & HAS_HEAP == 0 {
+        if v.n == 0 {
             return Err(no_heap());
         }
         let off = addr.wrapping_sub(v.base);
@@ -484,16 +484,16 @@ impl Table {
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
         // Entries are read only for in-range PEs; out-of-range reads 0 and the checks below fail.
         let (v, (b, r)) = self.read(|v, bases, ranks, _| {
-            if v.flags & HAS_PEERS == 0 || (pe as u32) >= v.n {
+            if (pe as u32) >= v.live_n {
                 return (0, 0);
             }
-            // SAFETY: pe < n <= capacity of every array published with this n.
+            // SAFETY: pe < live_n = n <= capacity of every array published with this n.
             let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
             let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
             (b, r)
         });
         let off = sym.wrapping_sub(v.base);
-        if v.flags & HAS_PEERS != 0 && off < v.size && (pe as u32) < v.n {
+        if off < v.size && (pe as u32) < v.live_n {
             let device = if pe == v.my_pe { v.device } else { -1 };
             return Ok(Global { rank: r as i32, pe, device, raw: b + off });
         }
@@ -504,17 +504,17 @@ impl Table {
     #[inline]
     pub fn from_global(&self, rank: i32, raw: usize) -> Result<(usize, i32)> {
         let (v, (pe, b)) = self.read(|v, bases, _, pes| {
-            if v.flags & HAS_PEERS == 0 || (rank as u32) >= v.n {
+            if (rank as u32) >= v.live_n {
                 return (0, 0);
             }
-            // SAFETY: rank < n and every PE in pe_of_rank is < n.
+            // SAFETY: rank < live_n = n and every PE in pe_of_rank is < n.
             let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) } };
-            let pe = pe.min(v.n - 1);
+            let pe = pe.min(v.live_n - 1);
             let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
             (pe, b)
         });
         let off = raw.wrapping_sub(b);
-        if v.flags & HAS_PEERS != 0 && (rank as u32) < v.n && off < v.size {
+        if (rank as u32) < v.live_n && off < v.size {
             return Ok((v.base + off, pe as i32));
         }
         Err(from_global_error(rank, raw, pe, b, &v))
@@ -527,11 +527,6 @@ impl Table {
 #[cold]
 #[inline(always)]
 fn cold_path() {}
-
-/// The view's flags, from the two counts (n_pes 0: no heap; live_n 0: no peer table).
-fn flags_of(n_pes: u32, live_n: u32) -> u32 {
-    (if n_pes != 0 { HAS_HEAP } else { 0 }) | (if live_n != 0 { HAS_PEERS } else { 0 })
-}
 
 fn no_heap() -> Error {
     Error::new(Status::TableNotSet, "no heap is known: call upcxx_extra_nvshmem_heap_query or upcxx_extra_nvshmem_attach first")
@@ -558,10 +553,10 @@ fn out_of_heap(addr: usize, v: &View) -> Error {
 
 #[cold]
 fn to_global_error(sym: usize, pe: i32, v: &View) -> Error {
-    if v.flags & HAS_HEAP == 0 {
+    if v.n == 0 {
         return no_heap();
     }
-    if v.flags & HAS_PEERS == 0 {
+    if v.live_n == 0 {
         return no_peers(v);
     }
     if sym.wrapping_sub(v.base) >= v.size {
@@ -572,10 +567,10 @@ fn to_global_error(sym: usize, pe: i32, v: &View) -> Error {
 
 #[cold]
 fn from_global_error(rank: i32, raw: usize, pe: u32, base: usize, v: &View) -> Error {
-    if v.flags & HAS_HEAP == 0 {
+    if v.n == 0 {
         return no_heap();
     }
-    if v.flags & HAS_PEERS == 0 {
+    if v.live_n == 0 {
         return no_peers(v);
     }
     if (rank as u32) >= v.n {
