@@ -2,45 +2,80 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // upcxx::extra::nvshmem_heap makes NVSHMEM's symmetric heap addressable from UPC++: a private
-// upcxx::device_allocator<upcxx::cuda_device> over NVSHMEM's memory (never used to allocate:
-// NVSHMEM's own internal buffers sit at the start of its heap), plus translation between
-// symmetric addresses (for nvshmem_put & co.) and UPC++ global pointers (for upcxx::copy & co.).
-// All translation is done by the C library; this header only converts types and errors.
+// UPC++ device allocator over NVSHMEM's memory (never used to allocate: NVSHMEM's own internal
+// buffers sit at the start of its heap), plus translation between symmetric addresses (for
+// nvshmem_put & co.) and UPC++ global pointers (for upcxx::copy & co.). The translation is done
+// by the C library; this header converts types and errors and runs the collectives.
 //
 //   upcxx::init(); nvshmem init ...;
 //   upcxx::extra::nvshmem_heap heap;                      // collective over upcxx::world()
 //   int *a = (int *)nvshmem_malloc(n * sizeof(int));      // collective, NVSHMEM as usual
+//   heap.update();                                        // collective: covers what NVSHMEM mapped since
 //   auto gp = heap.to_global_ptr(a, (heap.my_pe() + 1) % heap.n_pes());
 //   upcxx::copy(gp, local_dev_ptr, n).wait();             // UPC++ on the same bytes
 //   auto back = heap.from_global_ptr(gp);                 // {a, pe}: ready for nvshmem_put
 //   heap.destroy();                                       // collective, before nvshmem_finalize
+//
+// Supported UPC++ releases (docs/compatibility.md): 2020.10.0 and later, built with CUDA.
+//   - CUDA support is detected with UPCXX_KIND_CUDA (documented since 2021.3.0) or, for older
+//     releases, UPCXX_CUDA_ENABLED.
+//   - UPCXX_VERSION >= 2022.3.0: make_gpu_allocator, several allocators per GPU (this heap's
+//     allocator lives beside the user's own). Older: cuda_device + device_allocator, one
+//     cuda_device per GPU per process (this heap then owns the GPU's only cuda_device).
+//
+// Failures are collective: a constructor or update() that fails on any rank throws
+// nvshmem_error on EVERY rank (the failing rank's status; its message names the rank), so no rank
+// is left waiting in a collective. Nothing is created in UPC++ before every rank has agreed.
 #ifndef UPCXX_EXTRA_NVSHMEM_HPP
 #define UPCXX_EXTRA_NVSHMEM_HPP
 
 #include <upcxx/upcxx.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "upcxx_extra_nvshmem.h"
 
+#define UPCXX_EXTRA_NVSHMEM_STR2_(x) #x
+#define UPCXX_EXTRA_NVSHMEM_STR_(x) UPCXX_EXTRA_NVSHMEM_STR2_(x)
+
 #if !defined(UPCXX_VERSION)
-#error "upcxx_extra/nvshmem.hpp needs UPC++ (UPCXX_VERSION is not defined)"
+#error "upcxx_extra/nvshmem.hpp needs UPC++: <upcxx/upcxx.hpp> did not define UPCXX_VERSION"
 #endif
-#if !UPCXX_CUDA_ENABLED
-#error "upcxx_extra/nvshmem.hpp needs a UPC++ built with CUDA support (--enable-cuda)"
+
+// CUDA support: UPCXX_KIND_CUDA (2021.3.0 onwards, the documented feature macro) or
+// UPCXX_CUDA_ENABLED (2020.10 and older). A UPC++ without either was built without CUDA.
+#if defined(UPCXX_KIND_CUDA) && (UPCXX_KIND_CUDA + 0) > 0
+#define UPCXX_EXTRA_NVSHMEM_UPCXX_CUDA 1
+#elif defined(UPCXX_CUDA_ENABLED) && (UPCXX_CUDA_ENABLED + 0)
+#define UPCXX_EXTRA_NVSHMEM_UPCXX_CUDA 1
+#else
+#pragma message("upcxx_extra/nvshmem.hpp: found UPC++ UPCXX_VERSION " UPCXX_EXTRA_NVSHMEM_STR_(UPCXX_VERSION) \
+                " with neither UPCXX_KIND_CUDA nor UPCXX_CUDA_ENABLED")
+#error "upcxx_extra/nvshmem.hpp needs a UPC++ built with CUDA support (configure --enable-cuda); this UPC++ (UPCXX_VERSION above) has none"
+#endif
+
+// The allocator API: make_gpu_allocator and several allocators per GPU from 2022.3.0 on.
+#if UPCXX_VERSION >= 20220300L
+#define UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR 1
+#else
+#define UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR 0
 #endif
 
 namespace upcxx {
 namespace extra {
 
-/// An error of the C library, with its status and message (address, heap range, PE).
+/// An error of the C library or of a collective step, with its status and message (address,
+/// heap range, PE, or the rank that failed).
 class nvshmem_error : public std::runtime_error {
 public:
     nvshmem_error(upcxx_extra_nvshmem_status_t status, const std::string &what)
@@ -52,149 +87,433 @@ private:
 };
 
 namespace detail {
+inline nvshmem_error c_error(upcxx_extra_nvshmem_status_t s) {
+    return nvshmem_error(s, std::string(upcxx_extra_nvshmem_strerror(s)) + ": " + upcxx_extra_nvshmem_last_error());
+}
 inline void check(upcxx_extra_nvshmem_status_t s) {
-    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
-        throw nvshmem_error(s, std::string(upcxx_extra_nvshmem_strerror(s)) + ": " + upcxx_extra_nvshmem_last_error());
+    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw c_error(s);
+}
+
+/// One rank's view of its heap, exchanged at construction and update().
+struct rank_entry {
+    int status;  // OK, or why this rank cannot take part
+    int pe;
+    int n_pes;
+    int device;
+    std::uintptr_t base;
+    std::size_t mapped;
+};
+
+/// Every rank's `mine`, in rank order, in O(1) collective rounds: rank 0 lends a buffer of its
+/// shared segment (broadcast of its address), every rank puts its element there, a barrier,
+/// and rank 0 broadcasts the whole array. Messages: the n-1 puts, two broadcasts and a barrier.
+/// A buffer rank 0 cannot allocate fails on every rank alike.
+template <class T>
+std::vector<T> allgather(const T &mine, const char *what) {
+    static_assert(std::is_trivially_copyable<T>::value, "allgather moves raw bytes");
+    const int n = upcxx::rank_n(), me = upcxx::rank_me();
+    upcxx::global_ptr<T> buf;
+    if (me == 0) buf = upcxx::allocate<T>(static_cast<std::size_t>(n));
+    buf = upcxx::broadcast(buf, 0).wait();
+    if (!buf)
+        throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                            std::string(what) + ": rank 0 could not allocate " + std::to_string(n * sizeof(T)) +
+                                " bytes of its UPC++ shared segment for the exchange (raise UPCXX_SHARED_HEAP_SIZE)");
+    upcxx::rput(mine, buf + me).wait();
+    upcxx::barrier();
+    std::vector<T> all(static_cast<std::size_t>(n));
+    if (me == 0) std::memcpy(static_cast<void *>(all.data()), buf.local(), all.size() * sizeof(T));
+    upcxx::broadcast(all.data(), all.size(), 0).wait();
+    if (me == 0) upcxx::deallocate(buf);
+    return all;
+}
+
+/// Called by every rank with the same `failed_rank` (n: none failed): the failing rank throws its
+/// own error; every other rank receives that rank's status and message and throws it too.
+inline void fail_together(int failed_rank, upcxx_extra_nvshmem_status_t mine, const std::string &my_msg,
+                          const char *what) {
+    if (failed_rank >= upcxx::rank_n()) return;
+    char msg[768] = {0};
+    int status = mine;
+    if (upcxx::rank_me() == failed_rank) std::snprintf(msg, sizeof msg, "%s", my_msg.c_str());
+    status = upcxx::broadcast(status, failed_rank).wait();
+    upcxx::broadcast(msg, sizeof msg, failed_rank).wait();
+    msg[sizeof msg - 1] = 0;
+    if (upcxx::rank_me() == failed_rank) throw nvshmem_error(mine, my_msg);
+    throw nvshmem_error(static_cast<upcxx_extra_nvshmem_status_t>(status),
+                        std::string(what) + ": failed on rank " + std::to_string(failed_rank) + ": " + msg);
+}
+
+/// A local outcome made collective: one reduction, then fail_together.
+inline void agree(upcxx_extra_nvshmem_status_t mine, const std::string &my_msg, const char *what) {
+    const int me_or_none = mine == UPCXX_EXTRA_NVSHMEM_STATUS_OK ? upcxx::rank_n() : upcxx::rank_me();
+    fail_together(upcxx::reduce_all(me_or_none, upcxx::op_fast_min).wait(), mine, my_msg, what);
+}
+
+/// The number of live nvshmem_heap objects of this process (the C table is process-wide).
+inline int &active_heaps() {
+    static int n = 0;
+    return n;
 }
 }  // namespace detail
 
-/// NVSHMEM's symmetric heap as a private UPC++ device segment. Construct collectively over
-/// upcxx::world() after upcxx::init() and NVSHMEM init; destroy() collectively before
-/// nvshmem_finalize(). World ranks and NVSHMEM PEs must be the same processes (rank_n == n_pes);
-/// the PE -> rank map may be any permutation.
+/// NVSHMEM's symmetric heap as a private UPC++ device segment.
+///
+/// Construct collectively over upcxx::world() from the master persona, after upcxx::init() and
+/// NVSHMEM init; call update() collectively after nvshmem_malloc calls that may have grown the
+/// heap; destroy() collectively before nvshmem_finalize(). World ranks and NVSHMEM PEs must be the
+/// same processes (rank_n == n_pes); the PE -> rank map may be any permutation. One nvshmem_heap
+/// is active per process at a time.
+///
+/// Lifetime: movable, not copyable. destroy() is collective and idempotent. A heap that goes out
+/// of scope (or is assigned over) while active and UPC++ is still initialised cannot run a
+/// collective there: it leaves its UPC++ device segment allocated until upcxx::finalize(), forgets
+/// the translation table and prints one warning to stderr; it never aborts or hangs.
+///
+/// Thread safety: to_global_ptr / from_global_ptr / accessors may run on any thread; the
+/// constructor, update() and destroy() must not run concurrently with them.
 class nvshmem_heap {
 public:
     using device_gptr = upcxx::global_ptr<char, upcxx::memory_kind::cuda_device>;
 
+    /// Collective. Throws nvshmem_error on every rank when any rank fails (nothing is created then).
     nvshmem_heap() {
-        upcxx_extra_nvshmem_heap_info_t h;
-        detail::check(upcxx_extra_nvshmem_heap_query(&h));
-        if (h.n_pes != upcxx::rank_n())
+        const char *what = "nvshmem_heap";
+        if (!upcxx::initialized())
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                "nvshmem_heap: NVSHMEM has " + std::to_string(h.n_pes) + " PEs but upcxx::world() has " +
-                                    std::to_string(upcxx::rank_n()) + " ranks; they must be the same processes");
-        if (h.mapped_size == 0 || h.device < 0)
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                                "nvshmem_heap: the mapped extent or the CUDA device of the heap is unknown");
-        info_ = h;
-        // A UPC++ segment over the *mapped* extent only: a conduit that registers the segment
-        // with a NIC needs backed memory, not the whole reservation.
-#if UPCXX_VERSION >= 20220300L
-        // UPC++ 2022.3.0 and later (written to the spec; not tested here: no such UPC++ available).
-        alloc_.reset(new allocator_type(
-            upcxx::make_gpu_allocator<upcxx::cuda_device>(h.mapped_size, h.device, h.base)));
-#else
-        gpu_.reset(new upcxx::cuda_device(h.device));
-        alloc_.reset(new allocator_type(*gpu_, h.base, h.mapped_size));
-#endif
-        device_gptr my_base = alloc_->to_global_ptr<char>(static_cast<char *>(h.base));
-
-        // Every rank's PE, base address and base global pointer.
-        using entry = std::tuple<int, std::uintptr_t, device_gptr>;
-        upcxx::dist_object<entry> mine(entry(h.my_pe, reinterpret_cast<std::uintptr_t>(h.base), my_base));
-        const int n = upcxx::rank_n();
-        base_gp_.resize(n);
-        base_raw_.resize(n);
-        std::vector<upcxx_extra_nvshmem_peer_t> peers(n);
-        std::vector<int> seen(n, 0);
-        for (int r = 0; r < n; r++) {
-            entry e = r == upcxx::rank_me() ? *mine : mine.fetch(r).wait();
-            int pe = std::get<0>(e);
-            if (pe < 0 || pe >= n || seen[pe]++)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
-                                    "nvshmem_heap: rank " + std::to_string(r) + " reports PE " + std::to_string(pe) +
-                                        ", out of range or taken by another rank");
-            base_raw_[r] = std::get<1>(e);
-            base_gp_[r] = std::get<2>(e);
-            peers[pe].rank = r;
-            peers[pe].base = reinterpret_cast<void *>(std::get<1>(e));
+                                "nvshmem_heap: UPC++ is not initialised (call upcxx::init() first)");
+        std::string msg;
+        detail::rank_entry mine = local_entry(msg);
+        if (mine.status == UPCXX_EXTRA_NVSHMEM_STATUS_OK && detail::active_heaps() > 0) {
+            mine.status = UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT;
+            msg = "nvshmem_heap: another nvshmem_heap is active in this process; use it, or destroy() it first";
         }
-        detail::check(upcxx_extra_nvshmem_set_peers(n, peers.data()));
-        upcxx::barrier();
+#if !UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR && defined(UPCXX_CUDA_ENABLED)
+        // UPC++ before 2022.3 allows one cuda_device per GPU per process and aborts on a second:
+        // refuse here, collectively, instead.
+        if (mine.status == UPCXX_EXTRA_NVSHMEM_STATUS_OK && mine.device >= 0 && mine.device < upcxx::cuda::max_devices &&
+            upcxx::cuda::devices[mine.device] != nullptr) {
+            mine.status = UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT;
+            msg = "nvshmem_heap: CUDA device " + std::to_string(mine.device) +
+                  " already has a upcxx::cuda_device in this process, and UPC++ " UPCXX_EXTRA_NVSHMEM_STR_(UPCXX_VERSION)
+                  " allows one per GPU; destroy() it first, or allocate those buffers with nvshmem_malloc "
+                  "(docs/compatibility.md)";
+        }
+#endif
+        std::vector<detail::rank_entry> all = detail::allgather(mine, what);
+        fail_together(all, mine, msg, what);
+        std::vector<upcxx_extra_nvshmem_peer_t> peers = validate(all, what);
+
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_set_peers(static_cast<int>(peers.size()), peers.data());
+        detail::agree(s, s ? detail::c_error(s).what() : "", what);
+
+        info_.base = reinterpret_cast<void *>(mine.base);
+        info_.my_pe = mine.pe;
+        info_.n_pes = mine.n_pes;
+        info_.device = mine.device;
+        base_raw_.resize(all.size());
+        for (std::size_t r = 0; r < all.size(); r++) base_raw_[r] = all[r].base;
+        ++detail::active_heaps();
+        active_ = true;
+        try {
+            grow_to(min_mapped(all));
+        } catch (...) {
+            abandon("its construction failed after the UPC++ device segment was made");
+            throw;
+        }
     }
 
     nvshmem_heap(const nvshmem_heap &) = delete;
     nvshmem_heap &operator=(const nvshmem_heap &) = delete;
 
+    nvshmem_heap(nvshmem_heap &&o) noexcept { take(o); }
+    /// Assigning over an active heap destroys it first (collective, like destroy()).
+    nvshmem_heap &operator=(nvshmem_heap &&o) {
+        if (this != &o) {
+            destroy();
+            take(o);
+        }
+        return *this;
+    }
+
     ~nvshmem_heap() {
-        // destroy() is collective and must come first; a heap left alive at exit is the
-        // caller's bug, but never a crash here.
+        if (active_) abandon("it went out of scope without destroy()");
     }
 
     /// Collective: tears the UPC++ segment down (before nvshmem_finalize) and forgets the table.
+    /// A second call, or a call on a moved-from heap, does nothing. After upcxx::finalize() it
+    /// only releases this process's objects.
     void destroy() {
-        if (!alloc_) return;
+        if (!active_) return;
+        if (!upcxx::initialized()) {
+            release();
+            return;
+        }
         upcxx::barrier();
-#if UPCXX_VERSION >= 20220300L
-        alloc_->destroy();  // collective: releases the device segment (the allocator owns the device)
-        alloc_.reset();
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+        for (auto &a : allocs_) a->destroy();  // collective; each allocator owns its device object
 #else
         alloc_.reset();
-        gpu_->destroy();  // collective: releases the device and its segment
-        gpu_.reset();
+        if (gpu_) gpu_->destroy();  // collective: releases the device and its segment
 #endif
-        upcxx_extra_nvshmem_detach();
+        release();
     }
 
-    int my_pe() const { return info_.my_pe; }
-    int n_pes() const { return info_.n_pes; }
-    int device() const { return info_.device; }
-    void *base() const { return info_.base; }
-    /// The extent UPC++ can address: the mapped size at construction.
-    std::size_t extent() const { return info_.mapped_size; }
+    /// Collective: makes the memory NVSHMEM has mapped since (nvshmem_malloc grows the heap under
+    /// CUDA VMM) addressable from UPC++, and returns the new extent. Global pointers made before
+    /// stay valid; new ones may straddle the old and new memory. Without CUDA VMM the heap does
+    /// not grow and this returns extent() unchanged. Throws on every rank when any rank fails.
+    std::size_t update() {
+        const char *what = "nvshmem_heap::update";
+        if (!active_) throw inactive("nvshmem_heap::update");
+        std::string msg;
+        detail::rank_entry mine = local_entry(msg);
+        if (mine.status == UPCXX_EXTRA_NVSHMEM_STATUS_OK &&
+            (mine.base != reinterpret_cast<std::uintptr_t>(info_.base) || mine.pe != info_.my_pe)) {
+            mine.status = UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED;
+            msg = "nvshmem_heap::update: the NVSHMEM heap is no longer the one this nvshmem_heap was built on "
+                  "(base or PE changed: NVSHMEM re-initialised?)";
+        }
+        std::vector<detail::rank_entry> all = detail::allgather(mine, what);
+        fail_together(all, mine, msg, what);
+        grow_to(min_mapped(all));
+        return extent_;
+    }
 
-    /// The global pointer to PE `pe`'s copy of the symmetric object `sym`.
+    bool is_active() const noexcept { return active_; }
+    int my_pe() const noexcept { return info_.my_pe; }
+    int n_pes() const noexcept { return info_.n_pes; }
+    int device() const noexcept { return info_.device; }
+    void *base() const noexcept { return info_.base; }
+    /// The extent UPC++ can address from base() on every PE: the heap mapped on every PE at the
+    /// last construction or update().
+    std::size_t extent() const noexcept { return extent_; }
+    /// How many UPC++ device segments back this heap (grows by one per update() that grew the
+    /// extent with UPC++ >= 2022.3; always 1 before).
+    std::size_t segments() const noexcept {
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+        return allocs_.size();
+#else
+        return alloc_ ? 1 : 0;
+#endif
+    }
+
+    /// The global pointer to PE `pe`'s copy of the symmetric object `sym` (one C call).
     template <class T>
     upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym, int pe) const {
-        check_extent(sym, sizeof(T));
+        if (!active_) throw inactive("to_global_ptr");
         upcxx_extra_nvshmem_gptr_t g;
-        detail::check(upcxx_extra_nvshmem_to_global_ptr(static_cast<const void *>(sym), pe, &g));
-        device_gptr gp = base_gp_[g.rank] + static_cast<std::ptrdiff_t>(reinterpret_cast<std::uintptr_t>(g.raw) - base_raw_[g.rank]);
-        return upcxx::reinterpret_pointer_cast<T>(gp);
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_to_global_ptr(static_cast<const void *>(sym), pe, &g);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw detail::c_error(s);
+        const std::size_t off = reinterpret_cast<std::uintptr_t>(g.raw) - base_raw_[static_cast<std::size_t>(g.rank)];
+        if (off + sizeof(T) > extent_) throw past_extent("to_global_ptr", off, sizeof(T));
+        return upcxx::reinterpret_pointer_cast<T>(base_gp_[static_cast<std::size_t>(g.rank)] +
+                                                  static_cast<std::ptrdiff_t>(off));
     }
     template <class T>
     upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym) const {
         return to_global_ptr(sym, my_pe());
     }
 
-    /// The symmetric address and the PE of `gp` (which must point into an nvshmem_heap).
+    /// The symmetric address and the PE of `gp` (which must point into this heap; one C call).
     template <class T>
     std::pair<T *, int> from_global_ptr(upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> gp) const {
+        if (!active_) throw inactive("from_global_ptr");
         if (!gp)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "from_global_ptr: null global pointer");
         const int r = gp.where();
-        if (r < 0 || r >= static_cast<int>(base_gp_.size()))
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK, "from_global_ptr: rank " + std::to_string(r) + " out of range");
-        device_gptr c = upcxx::reinterpret_pointer_cast<char>(gp);
-        std::ptrdiff_t off = c - base_gp_[r];
-        const void *raw = reinterpret_cast<const void *>(base_raw_[r] + static_cast<std::uintptr_t>(off));
+        if (r < 0 || static_cast<std::size_t>(r) >= base_gp_.size())
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK,
+                                "from_global_ptr: rank " + std::to_string(r) + " is not a rank of this heap (" +
+                                    std::to_string(base_gp_.size()) + " ranks)");
+        const std::ptrdiff_t off = upcxx::reinterpret_pointer_cast<char>(gp) - base_gp_[static_cast<std::size_t>(r)];
+        if (off < 0 || static_cast<std::size_t>(off) + sizeof(T) > extent_)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                                "from_global_ptr: the global pointer to rank " + std::to_string(r) + " is at offset " +
+                                    std::to_string(off) + ", outside the " + std::to_string(extent_) +
+                                    " bytes of NVSHMEM heap this nvshmem_heap covers");
         void *sym = nullptr;
         int pe = -1;
-        detail::check(upcxx_extra_nvshmem_from_global_ptr(r, raw, &sym, &pe));
+        detail::check(upcxx_extra_nvshmem_from_global_ptr(
+            r, reinterpret_cast<const void *>(base_raw_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(off)),
+            &sym, &pe));
         return {static_cast<T *>(sym), pe};
     }
 
 private:
     using allocator_type = upcxx::device_allocator<upcxx::cuda_device>;
 
-    void check_extent(const void *sym, std::size_t bytes) const {
-        if (!sym) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "to_global_ptr: sym is NULL");
-        std::size_t off = 0;
-        detail::check(upcxx_extra_nvshmem_offset(sym, &off));
-        if (off + bytes > info_.mapped_size)
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
-                                "to_global_ptr: offset " + std::to_string(off) + " is past the " +
-                                    std::to_string(info_.mapped_size) +
-                                    " bytes of NVSHMEM heap mapped when this nvshmem_heap was constructed: the heap "
-                                    "grew since (nvshmem_malloc maps more on demand). destroy() it and construct a "
-                                    "new nvshmem_heap after your nvshmem_malloc calls");
+    static detail::rank_entry local_entry(std::string &msg) {
+        detail::rank_entry e{};
+        upcxx_extra_nvshmem_heap_info_t h;
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&h);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+            e.status = s;
+            msg = detail::c_error(s).what();
+            return e;
+        }
+        e.status = UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+        e.pe = h.my_pe;
+        e.n_pes = h.n_pes;
+        e.device = h.device;
+        e.base = reinterpret_cast<std::uintptr_t>(h.base);
+        e.mapped = h.mapped_size;
+        if (h.mapped_size == 0 || h.device < 0) {
+            e.status = UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR;
+            msg = "nvshmem_heap: the mapped extent (" + std::to_string(h.mapped_size) + " bytes) or the CUDA device (" +
+                  std::to_string(h.device) + ") of the heap of PE " + std::to_string(h.my_pe) + " is unknown";
+        }
+        return e;
+    }
+
+    static void fail_together(const std::vector<detail::rank_entry> &all, const detail::rank_entry &mine,
+                              const std::string &msg, const char *what) {
+        int first = upcxx::rank_n();
+        for (std::size_t r = 0; r < all.size(); r++)
+            if (all[r].status != UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+                first = static_cast<int>(r);
+                break;
+            }
+        detail::fail_together(first, static_cast<upcxx_extra_nvshmem_status_t>(mine.status), msg, what);
+    }
+
+    // Every rank runs this on the same data, so every rank throws the same error, or none does.
+    static std::vector<upcxx_extra_nvshmem_peer_t> validate(const std::vector<detail::rank_entry> &all,
+                                                           const char *what) {
+        const int n = static_cast<int>(all.size());
+        std::vector<upcxx_extra_nvshmem_peer_t> peers(all.size(), upcxx_extra_nvshmem_peer_t{-1, nullptr});
+        for (int r = 0; r < n; r++) {
+            const detail::rank_entry &e = all[static_cast<std::size_t>(r)];
+            if (e.n_pes != n)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string(what) + ": NVSHMEM has " + std::to_string(e.n_pes) + " PEs on rank " +
+                                        std::to_string(r) + " but upcxx::world() has " + std::to_string(n) +
+                                        " ranks; they must be the same processes");
+            if (e.pe < 0 || e.pe >= n || peers[static_cast<std::size_t>(e.pe)].rank >= 0)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
+                                    std::string(what) + ": rank " + std::to_string(r) + " reports PE " +
+                                        std::to_string(e.pe) + ", out of range [0, " + std::to_string(n) +
+                                        ") or taken by another rank: PEs and ranks must be the same processes");
+            peers[static_cast<std::size_t>(e.pe)].rank = r;
+            peers[static_cast<std::size_t>(e.pe)].base = reinterpret_cast<void *>(e.base);
+        }
+        return peers;
+    }
+
+    static std::size_t min_mapped(const std::vector<detail::rank_entry> &all) {
+        std::size_t m = all.empty() ? 0 : all[0].mapped;
+        for (const detail::rank_entry &e : all) m = std::min(m, e.mapped);
+        return m;
+    }
+
+    // Collective (every rank passes the same `mapped`): a UPC++ segment over [base, base+mapped)
+    // when that is more than what is covered now, and every rank's base global pointer.
+    void grow_to(std::size_t mapped) {
+        if (mapped <= extent_) return;
+        char *base = static_cast<char *>(info_.base);
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+        // A new allocator over the whole mapped extent (so one global pointer may straddle old
+        // and new memory); the older ones stay alive, so their global pointers stay valid.
+        allocs_.emplace_back(new allocator_type(upcxx::make_gpu_allocator<upcxx::cuda_device>(mapped, info_.device, base)));
+        device_gptr mine = allocs_.back()->to_global_ptr<char>(base);
+#else
+        // One cuda_device per GPU and one allocator per cuda_device: made once, over the extent
+        // mapped at construction. A global pointer here is (rank, device, address), valid for any
+        // memory of that device: memory mapped later is reached through the same device.
+        if (!alloc_) {
+            gpu_.reset(new upcxx::cuda_device(info_.device));
+            alloc_.reset(new allocator_type(*gpu_, base, mapped));
+        }
+        device_gptr mine = alloc_->to_global_ptr<char>(base);
+#endif
+        base_gp_ = detail::allgather(mine, "nvshmem_heap");
+        extent_ = mapped;
+    }
+
+    static nvshmem_error inactive(const char *fn) {
+        return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
+                             std::string(fn) + ": this nvshmem_heap was destroyed or moved from");
+    }
+
+    nvshmem_error past_extent(const char *fn, std::size_t off, std::size_t bytes) const {
+        return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                             std::string(fn) + ": the object at heap offset " + std::to_string(off) + " (" +
+                                 std::to_string(bytes) + " bytes) runs past the " + std::to_string(extent_) +
+                                 " bytes of NVSHMEM heap this nvshmem_heap covers: the heap grew since "
+                                 "(nvshmem_malloc maps more on demand); call update() collectively after "
+                                 "nvshmem_malloc");
+    }
+
+    // Forgets everything; the UPC++ objects must be destroyed (or UPC++ finalised) by now.
+    void release() {
+        allocs_clear();
+        base_gp_.clear();
+        base_raw_.clear();
+        extent_ = 0;
+        if (active_) {
+            active_ = false;
+            --detail::active_heaps();
+            upcxx_extra_nvshmem_detach();
+        }
+    }
+
+    // No collective is possible here: leave the UPC++ objects alive (never destructed, so UPC++
+    // does not assert on an active allocator), forget the rest, and say so.
+    void abandon(const char *why) noexcept {
+        if (upcxx::initialized()) {
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+            for (auto &a : allocs_) (void)a.release();
+#else
+            (void)alloc_.release();
+            (void)gpu_.release();
+#endif
+            std::fprintf(stderr,
+                         "upcxx_extra::nvshmem_heap (rank %d): %s while UPC++ is initialised; its UPC++ device "
+                         "segment stays allocated until upcxx::finalize(). Call destroy() collectively first.\n",
+                         upcxx::rank_me(), why);
+        }
+        try {
+            release();
+        } catch (...) {
+        }
+    }
+
+    void allocs_clear() {
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+        allocs_.clear();
+#else
+        alloc_.reset();
+        gpu_.reset();
+#endif
+    }
+
+    void take(nvshmem_heap &o) noexcept {
+        info_ = o.info_;
+        extent_ = o.extent_;
+        active_ = o.active_;
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+        allocs_ = std::move(o.allocs_);
+#else
+        gpu_ = std::move(o.gpu_);
+        alloc_ = std::move(o.alloc_);
+#endif
+        base_gp_ = std::move(o.base_gp_);
+        base_raw_ = std::move(o.base_raw_);
+        o.active_ = false;
+        o.extent_ = 0;
+        o.base_gp_.clear();
+        o.base_raw_.clear();
     }
 
     upcxx_extra_nvshmem_heap_info_t info_{};
-#if UPCXX_VERSION < 20220300L
+    std::size_t extent_ = 0;
+    bool active_ = false;
+#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+    std::vector<std::unique_ptr<allocator_type>> allocs_;
+#else
     std::unique_ptr<upcxx::cuda_device> gpu_;
-#endif
     std::unique_ptr<allocator_type> alloc_;
+#endif
     std::vector<device_gptr> base_gp_;
     std::vector<std::uintptr_t> base_raw_;
 };
