@@ -6,8 +6,8 @@
 #   1. a target UPCXX::upcxx that already exists, or find_package(UPCXX CONFIG QUIET) (UPC++'s
 #      own package, hinted by UPCXX_INSTALL);
 #   2. upcxx-meta, from ${UPCXX_INSTALL}/bin (CMake variable, else environment variable), else
-#      PATH: `upcxx-meta PPFLAGS|LDFLAGS|LIBS` run with UPCXX_CODEMODE=O3, UPCXX_THREADMODE=seq
-#      and UPCXX_NETWORK from the environment (default smp), turned into the INTERFACE IMPORTED
+#      PATH: `upcxx-meta PPFLAGS|LDFLAGS|LIBS` run with UPCXX_CODEMODE, UPCXX_THREADMODE and
+#      UPCXX_NETWORK from the environment (defaults O3, seq, smp), turned into the INTERFACE IMPORTED
 #      target UpcxxExtraNvshmem::upcxx.
 #
 # Sets:
@@ -55,10 +55,19 @@ else()
     if(_ufe_network STREQUAL "")
       set(_ufe_network smp)
     endif()
+    # UPC++'s own variables choose the build of the install, as upcxx-meta documents.
+    set(_ufe_codemode "$ENV{UPCXX_CODEMODE}")
+    if(_ufe_codemode STREQUAL "")
+      set(_ufe_codemode O3)
+    endif()
+    set(_ufe_threadmode "$ENV{UPCXX_THREADMODE}")
+    if(_ufe_threadmode STREQUAL "")
+      set(_ufe_threadmode seq)
+    endif()
     set(_ufe_ok TRUE)
     foreach(_ufe_what PPFLAGS LDFLAGS LIBS)
       execute_process(
-        COMMAND "${CMAKE_COMMAND}" -E env UPCXX_CODEMODE=O3 UPCXX_THREADMODE=seq
+        COMMAND "${CMAKE_COMMAND}" -E env "UPCXX_CODEMODE=${_ufe_codemode}" "UPCXX_THREADMODE=${_ufe_threadmode}"
                 "UPCXX_NETWORK=${_ufe_network}" "${UPCXX_META_EXECUTABLE}" ${_ufe_what}
         OUTPUT_VARIABLE _ufe_out ERROR_VARIABLE _ufe_err RESULT_VARIABLE _ufe_rc
         OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -105,7 +114,7 @@ else()
       set(UpcxxForExtra_FOUND TRUE)
       set(UpcxxForExtra_TARGET UpcxxExtraNvshmem::upcxx)
       if(NOT UpcxxForExtra_FIND_QUIETLY AND NOT UpcxxExtraNvshmem_FIND_QUIETLY)
-        message(STATUS "UPC++ from ${UPCXX_META_EXECUTABLE} (UPCXX_NETWORK=${_ufe_network}, O3, seq)")
+        message(STATUS "UPC++ from ${UPCXX_META_EXECUTABLE} (UPCXX_NETWORK=${_ufe_network}, UPCXX_CODEMODE=${_ufe_codemode}, UPCXX_THREADMODE=${_ufe_threadmode})")
       endif()
     endif()
   endif()
@@ -117,7 +126,7 @@ if(UpcxxForExtra_FIND_REQUIRED AND NOT UpcxxForExtra_FOUND)
   message(FATAL_ERROR "UPC++ not found: ${UpcxxForExtra_WHY}")
 endif()
 foreach(_ufe_v _ufe_hint _ufe_network _ufe_ok _ufe_incs _ufe_defs _ufe_opts _ufe_next _ufe_f _ufe_what
-               _ufe_out _ufe_err _ufe_rc _ufe_PPFLAGS _ufe_LDFLAGS _ufe_LIBS)
+               _ufe_out _ufe_err _ufe_rc _ufe_codemode _ufe_threadmode _ufe_PPFLAGS _ufe_LDFLAGS _ufe_LIBS)
   unset(${_ufe_v})
 endforeach()
 unset(_ufe_v)

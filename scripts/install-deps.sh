@@ -49,6 +49,26 @@ else
   pip_target "$CACHE/cuda" nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
 fi
 
+# --- UPC++ (the C++ layer's tests) ----------------------------------------------------------------
+# Real UPC++ 2020.10.0 and 2023.9.0 (CUDA-enabled, smp) come from ../shared/upcxx when this
+# checkout has it (never from the repo): setup.sh lays them out in $CACHE/upcxx, with a CUDA home
+# (headers, cudart, a link-only libcuda stub) when there is no toolkit. nvcc for linking the GPU
+# programs (device link of libnvshmem_device.a) comes from the nvidia-cuda-nvcc wheel.
+SHARED_UPCXX="${UXN_SHARED_UPCXX:-$PWD/../shared/upcxx}"
+if [ -x "$SHARED_UPCXX/setup.sh" ]; then
+  echo "UPC++: laying out the releases of $SHARED_UPCXX in $CACHE/upcxx"
+  "$SHARED_UPCXX/setup.sh" "$CACHE/upcxx" | sed 's/^/   /'
+  if [ -x "$CACHE/nvcc/nvidia/cu13/bin/nvcc" ]; then
+    echo "nvcc (nvidia-cuda-nvcc wheel): cached in $CACHE/nvcc"
+  else
+    echo "nvcc (nvidia-cuda-nvcc wheel): installing into $CACHE/nvcc"
+    pip_target "$CACHE/nvcc" "nvidia-cuda-nvcc==13.0.88"
+  fi
+  export UXN_UPCXX_ROOT="$CACHE/upcxx"
+else
+  echo "UPC++: SKIPPED: no $SHARED_UPCXX/setup.sh (the C++ layer's tests will be skipped)"
+fi
+
 roots=()
 for v in "${NVSHMEM_VERSIONS[@]}"; do roots+=("$CACHE/nvshmem/$v/nvidia/nvshmem"); done
 UXN_NVSHMEM_ROOTS="$(IFS=:; echo "${roots[*]}")"

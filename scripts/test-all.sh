@@ -5,12 +5,17 @@
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
 #   5. pkg-config smoke check (against the moved copy)
+#   6. the C++ layer (tests/cxx) against each real UPC++ release x threadmode laid out by
+#      ../shared/upcxx/setup.sh in $UXN_UPCXX_ROOT: header alone (-Wall -Wextra -Werror), the CPU
+#      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
+#      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
 #
 # Environment (all optional; defaults from the cache that .ci/run fills):
 #   UXN_CACHE                ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}
 #   UXN_NVSHMEM_ROOTS        colon-separated .../nvidia/nvshmem dirs (default: $UXN_CACHE/nvshmem/*)
 #   UXN_CUDA_INCLUDE         colon-separated CUDA include dirs (default: from $UXN_CACHE/cuda)
 #   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB  libnvshmem_host.so.3 for test_nvshmem_loaded (default 3.4.5)
+#   UXN_UPCXX_ROOT           where setup.sh laid out UPC++ (default $UXN_CACHE/upcxx)
 #   UXN_WORK                 work directory (default: a fresh temporary one, removed at the end
 #                            unless UXN_KEEP=1)
 #   UXN_SKIP_CARGO_TEST=1    skip step 1;  UXN_SKIP_ASAN=1  skip step 4
@@ -65,6 +70,7 @@ echo "   CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
 
 failed=()
 passed=()
+skipped=()
 step() { # name command...
   local name="$1"; shift
   echo
@@ -150,10 +156,41 @@ if [ "$installed" = 1 ]; then
   }
   step "doctor (installed) runs" doctor_all || true
   # ---- end of doctor runs
+
+  # 6. The C++ layer against every real UPC++ release and threadmode.
+  UPCXX_ROOT="${UXN_UPCXX_ROOT:-$CACHE/upcxx}"
+  cxx_layer() { # release threadmode
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cxx-$1-$2" cuda="$UPCXX_ROOT/cuda-home" nvcc gpu=()
+    [ -x "$u/bin/upcxx-meta" ] || { echo "no $u/bin/upcxx-meta"; return 1; }
+    nvcc="$(command -v nvcc || true)"
+    [ -n "$nvcc" ] || nvcc="$CACHE/nvcc/nvidia/cu13/bin/nvcc"
+    if [ -x "$nvcc" ] && [ -n "$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB" ]; then
+      [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
+      gpu=(-DUXN_NVSHMEM_HOME="$(dirname "$(dirname "$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB")")"
+           -DUXN_CUDA_HOME="$cuda" -DUXN_NVCC="$nvcc")
+    fi
+    UPCXX_INSTALL="$u" UPCXX_THREADMODE="$2" UPCXX_CODEMODE=O3 UPCXX_NETWORK=smp \
+      cmake -S "$ROOT/tests/cxx" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" "${gpu[@]}" \
+        -DUXN_TEST_LD_LIBRARY_PATH="$UPCXX_ROOT/cuda-home/lib64/stubs" &&
+      cmake --build "$dir" -j "$JOBS" &&
+      (cd "$dir" && ctest --output-on-failure)
+  }
+  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1; then
+    for rel in 2020.10.0 2023.9.0; do
+      for tm in seq par; do
+        step "C++ layer: UPC++ $rel $tm" cxx_layer "$rel" "$tm" || true
+      done
+    done
+  else
+    echo
+    echo "== C++ layer: SKIPPED: no UPC++ in $UPCXX_ROOT (../shared/upcxx absent: see scripts/install-deps.sh)"
+    skipped+=("C++ layer against UPC++ (no ../shared/upcxx)")
+  fi
 fi
 
 echo
 echo "== summary"
 for p in "${passed[@]}"; do echo "   passed: $p"; done
+for k in "${skipped[@]:+${skipped[@]}}"; do echo "   SKIPPED: $k"; done
 for f in "${failed[@]:+${failed[@]}}"; do echo "   FAILED: $f"; done
 [ "${#failed[@]}" -eq 0 ]
