@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The C++ layer on the GPU machine: the example and the GPU tests of upcxx_extra/nvshmem.hpp, built
+# against each real UPC++ release (../shared/upcxx, carried with its setup.sh) and each NVSHMEM
+# (the machine's, and others carried as .tar.xz of lib/ + include/), run on 2 ranks (smp conduit,
+# one GPU each) with CUDA VMM on and off.
+#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
+#   UXN_NVSHMEM_TARBALLS="a.tar.xz ..." gpu/run-upcxx-suite.sh [outdir]
+# Prints every CHECK/BENCH/RESULT line and ends with one SUMMARY line per run.
+set -u
+OUTDIR=${1:-/tmp/uxn-upcxx}
+mkdir -p "$OUTDIR"
+PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
+UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
+THREADMODES=${UXN_THREADMODES:-seq}
+export NVSHMEM_DISABLE_NVLS=1 NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo UPCXX_SHARED_HEAP_SIZE=1GB
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
+bash "$UPCXX_DIR/setup.sh" "$OUTDIR/upcxx" | tee "$OUTDIR/setup.txt"
+CUDA_HOME=$(sed -n 's/^CUDA_HOME=//p' "$OUTDIR/setup.txt"); export CUDA_HOME
+
+# NVSHMEM releases: the machine's (pip) and each carried tarball.
+homes=("$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")")
+for t in ${UXN_NVSHMEM_TARBALLS:-}; do
+  d="$OUTDIR/nvshmem-$(basename "$t" .tar.xz)"; mkdir -p "$d"; tar -xJf "$t" -C "$d" && homes+=("$d")
+done
+
+summary=()
+run() { # label env... program
+  local label="$1"; shift
+  echo; echo "== $label: $*"
+  local t0=$SECONDS log="$OUTDIR/run.log"
+  timeout 240 env "$@" > "$log" 2>&1; local rc=$?
+  grep -vE "SyntaxWarning|^\s*$|re\.compile|import " "$log" | grep -E "CHECK|BENCH|NOTE|RESULT|SKIPPED|upcxx_extra::|rror|bort|PE [0-9]+ \(rank" | head -80
+  summary+=("SUMMARY $label exit=$rc $( grep -c 'CHECK rank [0-9]* FAIL' "$log") failed-checks $(grep -o 'RESULT [A-Za-z_ ]*\(PASS\|FAIL\)' "$log" | head -1) ($((SECONDS - t0)) s)")
+}
+for NV in "${homes[@]}"; do
+  nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
+  for REL in 2020.10.0 2023.9.0; do
+    for TM in $THREADMODES; do
+      U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
+      for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp; do
+        UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
+          bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)" || echo "BUILD FAILED: $prog ($REL $TM $nvver)"
+      done
+      L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
+      tag="UPC++ $REL $TM, NVSHMEM $nvver"
+      run "hpp_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_hpp_test"
+      run "hpp_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=5G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_hpp_test"
+      run "example VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
+      run "example VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
+    done
+  done
+done
+echo
+printf '%s\n' "${summary[@]}"
