@@ -164,9 +164,12 @@ if [ "$installed" = 1 ]; then
     [ -x "$u/bin/upcxx-meta" ] || { echo "no $u/bin/upcxx-meta"; return 1; }
     nvcc="$(command -v nvcc || true)"
     [ -n "$nvcc" ] || nvcc="$CACHE/nvcc/nvidia/cu13/bin/nvcc"
-    if [ -x "$nvcc" ] && [ -n "$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB" ]; then
+    # The GPU programs build against the newest NVSHMEM given (its headers are what users meet:
+    # 3.8 declares a global ::nvshmem_error, for one).
+    local newest="${UXN_NVSHMEM_ROOTS##*:}"
+    if [ -x "$nvcc" ] && [ -n "$newest" ]; then
       [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
-      gpu=(-DUXN_NVSHMEM_HOME="$(dirname "$(dirname "$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB")")"
+      gpu=(-DUXN_NVSHMEM_HOME="$newest"
            -DUXN_CUDA_HOME="$cuda" -DUXN_NVCC="$nvcc")
     fi
     UPCXX_INSTALL="$u" UPCXX_THREADMODE="$2" UPCXX_CODEMODE=O3 UPCXX_NETWORK=smp \

@@ -24,7 +24,8 @@
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
 
-using upcxx::extra::nvshmem_error;
+// NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
+using heap_error = upcxx::extra::nvshmem_error;
 using upcxx::extra::nvshmem_heap;
 
 static_assert(!std::is_copy_constructible<nvshmem_heap>::value, "nvshmem_heap must not be copyable");
@@ -52,7 +53,7 @@ static void expect_collective_failure(const char *what, upcxx_extra_nvshmem_stat
     try {
         std::optional<nvshmem_heap> h;
         h.emplace();
-    } catch (const nvshmem_error &e) {
+    } catch (const heap_error &e) {
         got = e.status();
         msg = e.what();
     }
@@ -87,7 +88,7 @@ int main() {
         nvshmem_heap h;
         std::printf("CHECK rank - FAIL: constructed before upcxx::init()\n");
         failures++;
-    } catch (const nvshmem_error &e) {
+    } catch (const heap_error &e) {
         bool ok = e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT && std::strstr(e.what(), "upcxx::init");
         std::printf("CHECK rank - %s: before upcxx::init(): %s\n", ok ? "PASS" : "FAIL", e.what());
         if (!ok) failures++;

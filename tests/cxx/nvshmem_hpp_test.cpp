@@ -26,7 +26,8 @@
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
 
-using upcxx::extra::nvshmem_error;
+// NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
+using heap_error = upcxx::extra::nvshmem_error;
 using upcxx::extra::nvshmem_heap;
 
 static int failures = 0;
@@ -45,7 +46,7 @@ static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, 
     try {
         f();
         CHECK(false, "%s: no exception", what);
-    } catch (const nvshmem_error &e) {
+    } catch (const heap_error &e) {
         CHECK(e.status() == want && std::strstr(e.what(), needle), "%s -> status %d: %s", what, (int)e.status(), e.what());
     }
 }
@@ -242,7 +243,7 @@ int main() {
         upcxx::barrier();
         upcxx::copy(heap.to_global_ptr(w, next), old_gp, 4096).wait();  // next's window -> next's small
         upcxx::barrier();
-        CHECK(count_wrong(small, 4096, prev, 4) == 0, "a copy through a global pointer made before update(): 0 wrong");
+        CHECK(count_wrong(small, 4096, pe, 4) == 0, "a copy through a global pointer made before update() (by the previous PE, from my window): 0 wrong");
         upcxx::barrier();
     }
 
@@ -266,7 +267,7 @@ int main() {
         nvshmem_heap again;
         again.destroy();
         again_ok = true;
-    } catch (const nvshmem_error &e) {
+    } catch (const heap_error &e) {
         again_msg = e.what();
     }
 #if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
