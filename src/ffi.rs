@@ -216,10 +216,14 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
     boundary("upcxx_extra_nvshmem_offset", || {
         nonnull(addr, "addr")?;
         nonnull(offset, "offset")?;
-        if TABLE.heap().is_none() {
-            discover_and_publish()?;
-        }
-        let off = TABLE.offset(addr as usize)?;
+        // The lock-free view answers; discovery runs only while no heap is known at all.
+        let off = match TABLE.offset(addr as usize) {
+            Err(_) if !TABLE.has_heap() => {
+                discover_and_publish()?;
+                TABLE.offset(addr as usize)?
+            }
+            r => r?,
+        };
         // SAFETY: non-NULL caller storage.
         unsafe { offset.write(off) };
         Ok(())

@@ -262,13 +262,16 @@ impl Table {
         self.master.lock().heap
     }
 
-    /// Bytes the current peer table holds (None: no table).
+    /// Whether a heap is known (lock-free: one load).
+    pub fn has_heap(&self) -> bool {
+        self.n_pes.load(Ordering::Acquire) != 0
+    }
+
+    /// Bytes the current peer table holds (None: no table). Lock-free: one consistent read.
     pub fn table_bytes(&self) -> Option<usize> {
-        let m = self.master.lock();
-        let n = m.heap?.n_pes as usize;
-        m.peers.then(|| {
-            m.bases.as_ref().map_or(0, |_| n * 8) + m.rank_of_pe.as_ref().map_or(0, |_| n * 4) + m.pe_of_rank.as_ref().map_or(0, |_| n * 4)
-        })
+        let (v, arrays) = self.read(|_, b, r, p| (!b.is_null(), !r.is_null(), !p.is_null()));
+        let n = v.live_n as usize;
+        (n != 0).then(|| usize::from(arrays.0) * n * 8 + usize::from(arrays.1) * n * 4 + usize::from(arrays.2) * n * 4)
     }
 
     /// Validates `specs` (indexed by PE) against `heap` and installs them. Fails when the current
