@@ -260,6 +260,25 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_to_global_ptr(const void *
                                                                     struct upcxx_extra_nvshmem_gptr_t *out);
 
 /**
+ * Where the `len` bytes at `raw` on UPC++ rank `rank` are mapped in THIS process: `*local` is
+ * an address this process (and its GPU) can read and write them through, e.g. with
+ * `cudaMemcpyAsync`; NULL when they are not mapped here (a PE on another node, no P2P between
+ * the GPUs, a heap attached by hand). The range must lie in that rank's heap; `len` 0 checks
+ * `raw` alone. `sym_addr` and `pe` (both optional, may be NULL) receive the symmetric address
+ * and the PE. The local PE's bytes are mapped at their own address.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`raw` or `local` NULL); TABLE_NOT_SET; BAD_RANK; OUT_OF_HEAP (the
+ * address, or the range's end, outside the rank's heap); NOT_INITIALIZED (NVSHMEM finalised).
+ * Thread safety: any thread, lock-free (NVSHMEM's `nvshmem_ptr` is called for other PEs).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_local_ptr(int rank,
+                                                                const void *raw,
+                                                                size_t len,
+                                                                void **local,
+                                                                void **sym_addr,
+                                                                int *pe);
+
+/**
  * The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_global_ptr(int rank,

@@ -315,6 +315,43 @@ extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut U
     })
 }
 
+/// Where the `len` bytes at `raw` on UPC++ rank `rank` are mapped in THIS process: `*local` is
+/// an address this process (and its GPU) can read and write them through, e.g. with
+/// `cudaMemcpyAsync`; NULL when they are not mapped here (a PE on another node, no P2P between
+/// the GPUs, a heap attached by hand). The range must lie in that rank's heap; `len` 0 checks
+/// `raw` alone. `sym_addr` and `pe` (both optional, may be NULL) receive the symmetric address
+/// and the PE. The local PE's bytes are mapped at their own address.
+///
+/// Statuses: OK; NULL_ARGUMENT (`raw` or `local` NULL); TABLE_NOT_SET; BAD_RANK; OUT_OF_HEAP (the
+/// address, or the range's end, outside the rank's heap); NOT_INITIALIZED (NVSHMEM finalised).
+/// Thread safety: any thread, lock-free (NVSHMEM's `nvshmem_ptr` is called for other PEs).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
+    rank: c_int,
+    raw: *const c_void,
+    len: usize,
+    local: *mut *mut c_void,
+    sym_addr: *mut *mut c_void,
+    pe: *mut c_int,
+) -> UpcxxExtraNvshmemStatus {
+    boundary("upcxx_extra_nvshmem_local_ptr", || {
+        nonnull(raw, "raw")?;
+        nonnull(local, "local")?;
+        let (sym, p, mapped) = crate::mapping::local_ptr(rank, raw as usize, len)?;
+        // SAFETY: non-NULL caller storage; the optional outputs are checked.
+        unsafe {
+            local.write(mapped.unwrap_or(0) as *mut c_void);
+            if !sym_addr.is_null() {
+                sym_addr.write(sym as *mut c_void);
+            }
+            if !pe.is_null() {
+                pe.write(p);
+            }
+        }
+        Ok(())
+    })
+}
+
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(

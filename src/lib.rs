@@ -11,6 +11,7 @@ pub mod elf;
 pub mod ffi;
 pub mod layout;
 pub mod logger;
+pub mod mapping;
 pub mod nvshmem_lib;
 pub mod report;
 pub mod status;

@@ -262,6 +262,13 @@ impl Table {
         self.master.lock().heap
     }
 
+    /// The local heap's base, size and PE, from one consistent lock-free read ((0, 0, 0) when no
+    /// heap is known).
+    pub fn extent(&self) -> (usize, usize, i32) {
+        let (v, ()) = self.read(|_, _, _, _| ());
+        (v.base, v.size, v.my_pe)
+    }
+
     /// Whether a heap is known (lock-free: one load).
     pub fn has_heap(&self) -> bool {
         self.n_pes.load(Ordering::Acquire) != 0
