@@ -31,6 +31,7 @@ run() { # label env... program
   echo; echo "== $label: $*"
   local t0=$SECONDS log="$OUTDIR/run.log"
   timeout 240 env "$@" > "$log" 2>&1; local rc=$?
+  { echo "== $label"; cat "$log"; } >> "$OUTDIR/all.log"
   grep -vE "SyntaxWarning|^\s*$|re\.compile|import " "$log" | grep -E "CHECK|BENCH|NOTE|RESULT|SKIPPED|upcxx_extra::|rror|bort|PE [0-9]+ \(rank" | head -80
   summary+=("SUMMARY $label exit=$rc $( grep -c 'CHECK rank [0-9]* FAIL' "$log") failed-checks $(grep -o 'RESULT [A-Za-z_ ]*\(PASS\|FAIL\)' "$log" | head -1) ($((SECONDS - t0)) s)")
 }
@@ -39,7 +40,7 @@ for NV in "${homes[@]}"; do
   for REL in 2020.10.0 2023.9.0; do
     for TM in $THREADMODES; do
       U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
-      for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp; do
+      for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp tests/cxx/nvshmem_copy_test.cpp; do
         UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
           bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)" || echo "BUILD FAILED: $prog ($REL $TM $nvver)"
       done
@@ -49,6 +50,8 @@ for NV in "${homes[@]}"; do
       run "hpp_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=5G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_hpp_test"
       run "example VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
       run "example VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
+      run "copy_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
+      run "copy_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=3G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
     done
   done
 done

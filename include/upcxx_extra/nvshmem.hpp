@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -42,6 +43,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <cuda_runtime_api.h>  // the fast copy path (UPC++ built with CUDA links cudart)
 
 #include "upcxx_extra_nvshmem.h"
 
@@ -215,6 +218,9 @@ public:
         for (std::size_t r = 0; r < all.size(); r++) base_raw_[r] = all[r].base;
         ++detail::active_heaps();
         active_ = true;
+        copy_ = std::make_shared<copy_state>();
+        const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+        copy_->force_fallback = knob && std::string(knob) == "upcxx";
         try {
             grow_to(min_mapped(all));
         } catch (...) {
@@ -340,7 +346,154 @@ public:
         return {static_cast<T *>(sym), pe};
     }
 
+    /// Counts of the copies heap.copy() made by each path since construction (this process).
+    struct copy_counts {
+        std::size_t fast = 0;      // CUDA async copy through NVSHMEM's P2P mapping
+        std::size_t fallback = 0;  // upcxx::copy
+    };
+    copy_counts copies() const noexcept { return copy_ ? copy_->counts : copy_counts{}; }
+
+    /// upcxx::copy's argument order and element count, for device global pointers into this heap
+    /// (and raw symmetric addresses of this PE's heap, the overloads below). When both ranges lie
+    /// in the heap and NVSHMEM has them mapped in this process (same node, P2P), the bytes move by
+    /// one cudaMemcpyAsync through that mapping (NVLink speed); anything else (another node, a
+    /// pointer outside this heap's extent such as UPC++'s own segments, the knob
+    /// UPCXX_EXTRA_NVSHMEM_COPY=upcxx) goes to upcxx::copy. The future is ready when the bytes are
+    /// at the destination, through UPC++ progress on the calling persona (wait(), then(),
+    /// when_all(); many copies may be in flight). 0 elements: a ready future.
+    /// Throws nvshmem_error (nothing is copied) for null pointers, a count whose size overflows,
+    /// a range that starts in the heap and runs past extent() (call update()), or a CUDA error
+    /// when the copy is issued. A CUDA error reported later, when the copy completes, is kept:
+    /// check_copies() throws it. Ordering with NVSHMEM: docs/compatibility.md.
+    template <class S, class T>
+    upcxx::future<> copy(upcxx::global_ptr<S, upcxx::memory_kind::cuda_device> src,
+                         upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> dst, std::size_t count) {
+        static_assert(std::is_same<typename std::remove_const<S>::type, T>::value,
+                      "nvshmem_heap::copy: source and destination element types differ");
+        static_assert(std::is_trivially_copyable<T>::value, "nvshmem_heap::copy moves raw bytes");
+        if (!active_) throw inactive("nvshmem_heap::copy");
+        if (!src || !dst)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
+                                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") +
+                                    " is a null global pointer");
+        if (count == 0) return upcxx::make_future();
+        if (count > static_cast<std::size_t>(-1) / sizeof(T))
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                "nvshmem_heap::copy: " + std::to_string(count) + " elements of " +
+                                    std::to_string(sizeof(T)) + " bytes overflow size_t");
+        const std::size_t bytes = count * sizeof(T);
+        // Both ranges are checked whatever the path: one that starts in the heap must fit it.
+        void *from = mapped_here(src, bytes, "source");
+        void *to = mapped_here(dst, bytes, "destination");
+        if (!from || !to || copy_->force_fallback) {
+            copy_->counts.fallback++;
+            return upcxx::copy(src, dst, count);
+        }
+        copy_->counts.fast++;
+        return fast_copy(to, from, bytes);
+    }
+    template <class T>
+    upcxx::future<> copy(const T *src_sym, upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> dst, std::size_t count) {
+        if (!src_sym) return copy(upcxx::global_ptr<const T, upcxx::memory_kind::cuda_device>(nullptr), dst, count);
+        return copy(to_global_ptr(src_sym), dst, count);
+    }
+    template <class T>
+    upcxx::future<> copy(upcxx::global_ptr<const T, upcxx::memory_kind::cuda_device> src, T *dst_sym, std::size_t count) {
+        if (!dst_sym) return copy(src, upcxx::global_ptr<T, upcxx::memory_kind::cuda_device>(nullptr), count);
+        return copy(src, to_global_ptr(dst_sym), count);
+    }
+    template <class T>
+    upcxx::future<> copy(upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> src, T *dst_sym, std::size_t count) {
+        return copy(upcxx::global_ptr<const T, upcxx::memory_kind::cuda_device>(src), dst_sym, count);
+    }
+
+    /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued,
+    /// since the last call; nothing otherwise.
+    void check_copies() {
+        if (!copy_ || copy_->error.empty()) return;
+        std::string e;
+        e.swap(copy_->error);
+        throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, e);
+    }
+
 private:
+    // Shared by the heap and its copies in flight (they may outlive a moved-from heap object).
+    struct copy_state {
+        cudaStream_t stream = nullptr;
+        bool force_fallback = false;
+        copy_counts counts;
+        std::string error;  // the first fast copy that failed after it was issued
+        ~copy_state() {
+            if (stream) {
+                cudaStreamSynchronize(stream);
+                cudaStreamDestroy(stream);
+            }
+        }
+    };
+    struct copy_done {  // one fast copy in flight: completed on the initiating persona
+        std::shared_ptr<copy_state> state;
+        upcxx::persona *initiator;
+        upcxx::promise<> done;
+    };
+    static void CUDART_CB copy_landed(void *arg) {
+        // A CUDA thread: no CUDA call here; lpc_ff is safe from any thread (an MPSC inbox).
+        copy_done *d = static_cast<copy_done *>(arg);
+        d->initiator->lpc_ff([d] {
+            cudaError_t e = cudaStreamQuery(d->state->stream);
+            if (e != cudaSuccess && e != cudaErrorNotReady && d->state->error.empty())
+                d->state->error = std::string("nvshmem_heap::copy: a CUDA copy failed: ") + cudaGetErrorString(e);
+            d->done.fulfill_anonymous(1);
+            delete d;
+        });
+    }
+
+    upcxx::future<> fast_copy(void *to, const void *from, std::size_t bytes) {
+        cudaError_t e = cudaSuccess;
+        if (!copy_->stream) {
+            int cur = -1;
+            cudaGetDevice(&cur);
+            if (cur != info_.device) cudaSetDevice(info_.device);
+            e = cudaStreamCreateWithFlags(&copy_->stream, cudaStreamNonBlocking);
+            if (cur != info_.device && cur >= 0) cudaSetDevice(cur);
+        }
+        if (e == cudaSuccess) e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, copy_->stream);
+        if (e != cudaSuccess)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                std::string("nvshmem_heap::copy: cudaMemcpyAsync of ") + std::to_string(bytes) +
+                                    " bytes failed: " + cudaGetErrorString(e));
+        copy_done *d = new copy_done{copy_, &upcxx::current_persona(), upcxx::promise<>()};
+        upcxx::future<> f = d->done.get_future();
+        e = cudaLaunchHostFunc(copy_->stream, copy_landed, d);
+        if (e != cudaSuccess) {  // the copy is issued: wait for it here rather than lose it
+            cudaStreamSynchronize(copy_->stream);
+            d->done.fulfill_anonymous(1);
+            delete d;
+        }
+        return f;
+    }
+
+    // The address this process reaches the bytes of `gp` at, or nullptr when they are not in this
+    // heap's extent or not mapped here. Throws when the range starts in the extent but runs past it.
+    template <class T>
+    void *mapped_here(upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> gp, std::size_t bytes, const char *which) const {
+        const int r = gp.where();
+        if (r < 0 || static_cast<std::size_t>(r) >= base_gp_.size()) return nullptr;
+        const std::ptrdiff_t off =
+            upcxx::reinterpret_pointer_cast<char>(upcxx::const_pointer_cast<typename std::remove_const<T>::type>(gp)) -
+            base_gp_[static_cast<std::size_t>(r)];
+        if (off < 0 || static_cast<std::size_t>(off) >= extent_) return nullptr;  // not this heap's memory
+        if (bytes > extent_ - static_cast<std::size_t>(off))
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                                std::string("nvshmem_heap::copy: the ") + which + " range of " + std::to_string(bytes) +
+                                    " bytes at heap offset " + std::to_string(off) + " on rank " + std::to_string(r) +
+                                    " runs past the " + std::to_string(extent_) +
+                                    " bytes this nvshmem_heap covers (call update() after nvshmem_malloc)");
+        void *local = nullptr;
+        const void *raw = reinterpret_cast<const void *>(base_raw_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(off));
+        detail::check(upcxx_extra_nvshmem_local_ptr(r, raw, bytes, &local, nullptr, nullptr));
+        return local;
+    }
+
     using allocator_type = upcxx::device_allocator<upcxx::cuda_device>;
 
     static detail::rank_entry local_entry(std::string &msg) {
@@ -446,6 +599,7 @@ private:
 
     // Forgets everything; the UPC++ objects must be destroyed (or UPC++ finalised) by now.
     void release() {
+        copy_.reset();  // waits for the fast copies in flight
         allocs_clear();
         base_gp_.clear();
         base_raw_.clear();
@@ -499,6 +653,7 @@ private:
 #endif
         base_gp_ = std::move(o.base_gp_);
         base_raw_ = std::move(o.base_raw_);
+        copy_ = std::move(o.copy_);
         o.active_ = false;
         o.extent_ = 0;
         o.base_gp_.clear();
@@ -516,6 +671,7 @@ private:
 #endif
     std::vector<device_gptr> base_gp_;
     std::vector<std::uintptr_t> base_raw_;
+    std::shared_ptr<copy_state> copy_;
 };
 
 }  // namespace extra
