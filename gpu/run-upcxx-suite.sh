@@ -5,6 +5,7 @@
 # one GPU each) with CUDA VMM on and off.
 #   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
 #   UXN_NVSHMEM_TARBALLS="a.tar.xz ..." gpu/run-upcxx-suite.sh [outdir]
+# UXN_RANKS (default 2: one GPU each), UXN_THREADMODES (default seq), UXN_COPY_MAX_BYTES (1 GiB).
 # Prints every CHECK/BENCH/RESULT line and ends with one SUMMARY line per run.
 set -u
 OUTDIR=${1:-/tmp/uxn-upcxx}
@@ -46,12 +47,12 @@ for NV in "${homes[@]}"; do
       done
       L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
       tag="UPC++ $REL $TM, NVSHMEM $nvver"
-      run "hpp_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_hpp_test"
-      run "hpp_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=5G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_hpp_test"
-      run "example VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
-      run "example VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_upcxx_copy"
-      run "copy_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n 2 "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
-      run "copy_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=3G "$U/bin/upcxx-run" -n 2 "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
+      run "hpp_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
+      run "hpp_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=5G "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
+      run "example VMM on, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_upcxx_copy"
+      run "example VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_upcxx_copy"
+      run "copy_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
+      run "copy_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=3G "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
     done
   done
 done

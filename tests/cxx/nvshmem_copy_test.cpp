@@ -11,7 +11,7 @@
 //      that runs past the extent, a pointer outside the heap (falls back to upcxx::copy);
 //   5. COPYBENCH lines (not asserted): 8 B to 1 GiB, heap.copy put and get, upcxx::copy on the
 //      same objects, nvshmem_putmem + nvshmem_quiet, all in this run (scripts/plot-copy-bench.py).
-// Exits 77 (skipped) without 2 GPUs visible.  upcxx-run -n 2 ./nvshmem_copy_test [max_bytes]
+// Exits 77 (skipped) without a GPU per rank (1 rank: copies to itself, the machinery only).  upcxx-run -n 2 ./nvshmem_copy_test [max_bytes]
 #include <cuda_runtime.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -164,8 +164,8 @@ int main(int argc, char **argv) {
     upcxx::init();
     const int me = upcxx::rank_me(), n = upcxx::rank_n();
     int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
-        if (me == 0) std::printf("SKIPPED: nvshmem_copy_test needs 2 GPUs (%d visible)\n", ndev);
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < n) {
+        if (me == 0) std::printf("SKIPPED: nvshmem_copy_test needs a GPU per rank (%d ranks, %d GPUs visible)\n", n, ndev);
         upcxx::finalize();
         return 77;
     }
