@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     size_t off = 0;
     int probe = 0;
     s = upcxx_extra_nvshmem_offset(&probe, &off);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "before-init offset", "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "before-init offset (translation never discovers)", "-> %d (%s)", s, st(s));
     upcxx_extra_nvshmem_location_t loc;
     s = upcxx_extra_nvshmem_locate(UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, &loc);
     CHECK(stripped ? s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE

@@ -236,6 +236,10 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_detach(void);
 
 /**
  * The offset of `addr` from the local heap base.
+ *
+ * Like every translation call it reads the published heap and never runs discovery: before
+ * `heap_query` or `attach` it returns TABLE_NOT_SET ("no heap is known"), as `to_global_ptr` does.
+ * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET; OUT_OF_HEAP. Thread safety: any thread, lock-free.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_offset(const void *addr, size_t *offset);
 

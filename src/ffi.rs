@@ -211,19 +211,16 @@ pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
 }
 
 /// The offset of `addr` from the local heap base.
+///
+/// Like every translation call it reads the published heap and never runs discovery: before
+/// `heap_query` or `attach` it returns TABLE_NOT_SET ("no heap is known"), as `to_global_ptr` does.
+/// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET; OUT_OF_HEAP. Thread safety: any thread, lock-free.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_offset", || {
         nonnull(addr, "addr")?;
         nonnull(offset, "offset")?;
-        // The lock-free view answers; discovery runs only while no heap is known at all.
-        let off = match TABLE.offset(addr as usize) {
-            Err(_) if !TABLE.has_heap() => {
-                discover_and_publish()?;
-                TABLE.offset(addr as usize)?
-            }
-            r => r?,
-        };
+        let off = TABLE.offset(addr as usize)?;
         // SAFETY: non-NULL caller storage.
         unsafe { offset.write(off) };
         Ok(())

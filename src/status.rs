@@ -100,7 +100,7 @@ impl Status {
             Status::OutOfHeap => c"address is outside the NVSHMEM symmetric heap",
             Status::BadPe => c"PE number out of range",
             Status::BadRank => c"UPC++ rank out of range or not in the table",
-            Status::TableNotSet => c"the peer table is not set",
+            Status::TableNotSet => c"no heap is known, or its peer table is not set",
             Status::InvalidArgument => c"invalid argument",
             Status::StepUnavailable => c"the selected resolution step is not available",
             Status::CudaError => c"a CUDA driver call failed",

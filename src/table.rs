@@ -269,11 +269,6 @@ impl Table {
         (v.base, v.size, v.my_pe)
     }
 
-    /// Whether a heap is known (lock-free: one load).
-    pub fn has_heap(&self) -> bool {
-        self.n_pes.load(Ordering::Acquire) != 0
-    }
-
     /// Bytes the current peer table holds (None: no table). Lock-free: one consistent read.
     pub fn table_bytes(&self) -> Option<usize> {
         let (v, arrays) = self.read(|_, b, r, p| (!b.is_null(), !r.is_null(), !p.is_null()));

@@ -238,11 +238,12 @@ fn duplicate_ranks_keep_previous_table() {
     assert_eq!(table_bytes().0, Status::TableNotSet);
     assert_eq!(offset(base + 1), (Status::Ok, 1), "offset needs no table");
 
-    // Detach forgets heap and table: offset and heap_query fall back to discovery.
+    // Detach forgets heap and table: the translation calls say so; set_peers and heap_query
+    // fall back to discovery.
     assert_eq!(set_peers(&good), Status::Ok);
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
     assert_eq!(to_global(base, 0).0, Status::TableNotSet);
-    assert_eq!(offset(base).0, Status::NotLoaded);
+    assert_eq!(offset(base).0, Status::TableNotSet);
     assert_eq!(set_peers(&good), Status::NotLoaded);
     let mut hi: UpcxxExtraNvshmemHeapInfo = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { upcxx_extra_nvshmem_heap_query(&mut hi) }, Status::NotLoaded);

@@ -489,7 +489,7 @@ impl Model {
     }
 
     fn offset(&self, addr: usize) -> Result<usize, c_int> {
-        let Some(h) = &self.heap else { return Err(NOT_LOADED) };
+        let Some(h) = &self.heap else { return Err(TABLE_NOT_SET) };
         let off = addr.wrapping_sub(h.base);
         if off < h.size { Ok(off) } else { Err(OUT_OF_HEAP) }
     }
