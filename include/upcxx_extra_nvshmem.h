@@ -225,7 +225,22 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_heap_query(struct upcxx_ex
 
 /**
  * Describes the heap by hand, skipping discovery (custom builds, tests). Replaces any heap and
- * peer table. `info->source` is ignored.
+ * peer table (call `set_peers` again). The fields of `*info`:
+ *
+ * | field | required | meaning |
+ * |---|---|---|
+ * | `base` | yes, non-NULL | first byte of this PE's heap |
+ * | `size` | yes, > 0, `base + size` must not overflow | the bytes translation accepts: every bound check (`offset`, `to_global_ptr`, `from_global_ptr`, `local_ptr`) uses `size` |
+ * | `mapped_size` | no; 0 = unknown | the bytes backed now (at most `size`); reported by `heap_query`, used by the C++ layer for the UPC++ segment, never by the C bound checks |
+ * | `my_pe` | yes, in `[0, n_pes)` | this process's PE |
+ * | `n_pes` | yes, >= 1 | the number of PEs |
+ * | `device` | no; -1 = unknown | CUDA device ordinal holding the heap (the C++ layer needs it) |
+ * | `version_*` | no; -1 = unknown | reported back by `heap_query` as given |
+ * | `source` | ignored | `heap_query` reports MANUAL |
+ *
+ * Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (base NULL, size 0 or overflowing, mapped_size >
+ * size, n_pes < 1); BAD_PE (my_pe out of range). Process-wide state; thread safety: any thread,
+ * serialised with the other writers (translation on other threads sees the old or the new heap).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_attach(const struct upcxx_extra_nvshmem_heap_info_t *info);
 

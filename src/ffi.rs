@@ -172,7 +172,22 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvsh
 }
 
 /// Describes the heap by hand, skipping discovery (custom builds, tests). Replaces any heap and
-/// peer table. `info->source` is ignored.
+/// peer table (call `set_peers` again). The fields of `*info`:
+///
+/// | field | required | meaning |
+/// |---|---|---|
+/// | `base` | yes, non-NULL | first byte of this PE's heap |
+/// | `size` | yes, > 0, `base + size` must not overflow | the bytes translation accepts: every bound check (`offset`, `to_global_ptr`, `from_global_ptr`, `local_ptr`) uses `size` |
+/// | `mapped_size` | no; 0 = unknown | the bytes backed now (at most `size`); reported by `heap_query`, used by the C++ layer for the UPC++ segment, never by the C bound checks |
+/// | `my_pe` | yes, in `[0, n_pes)` | this process's PE |
+/// | `n_pes` | yes, >= 1 | the number of PEs |
+/// | `device` | no; -1 = unknown | CUDA device ordinal holding the heap (the C++ layer needs it) |
+/// | `version_*` | no; -1 = unknown | reported back by `heap_query` as given |
+/// | `source` | ignored | `heap_query` reports MANUAL |
+///
+/// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (base NULL, size 0 or overflowing, mapped_size >
+/// size, n_pes < 1); BAD_PE (my_pe out of range). Process-wide state; thread safety: any thread,
+/// serialised with the other writers (translation on other threads sees the old or the new heap).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_attach", || {
@@ -238,7 +253,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
         }
         let heap = current_heap()?;
         if n_pes != heap.n_pes {
-            crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {} PEs", heap.n_pes);
+            crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
         }
         // SAFETY: the caller passes n_pes entries.
         let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };

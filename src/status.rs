@@ -133,6 +133,12 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// "1 PE", "4 PEs": counts in messages.
+pub fn pes(n: impl Into<i64>) -> String {
+    let n = n.into();
+    if n == 1 { "1 PE".to_string() } else { format!("{n} PEs") }
+}
+
 /// Shorthand for `Err(Error::new(status, format!(...)))`.
 #[macro_export]
 macro_rules! fail {

@@ -281,7 +281,7 @@ impl Table {
     pub fn set_peers(&self, heap: &Heap, specs: &[PeerSpec]) -> Result<()> {
         let n = specs.len();
         if n != heap.n_pes as usize {
-            crate::fail!(InvalidArgument, "{n} peers given but the heap has {} PEs", heap.n_pes);
+            crate::fail!(InvalidArgument, "{n} peers given but the heap has {}", crate::status::pes(heap.n_pes));
         }
         let mine = specs[heap.my_pe as usize];
         if mine.base != heap.base {
@@ -599,6 +599,17 @@ mod tests {
         let t = Table::new();
         t.set_heap(Some(h));
         t
+    }
+
+    #[test]
+    fn counts_of_pes_read_as_english() {
+        assert_eq!(crate::status::pes(1), "1 PE");
+        assert_eq!(crate::status::pes(4), "4 PEs");
+        let t = Table::new();
+        let h = Heap { base: 0x1000, size: 0x1000, mapped_size: 0x1000, my_pe: 0, n_pes: 1, device: -1, version: (-1, -1, -1), source: Source::Manual };
+        t.set_heap(Some(h));
+        let e = t.set_peers(&h, &[PeerSpec { rank: 0, base: 0x1000 }, PeerSpec { rank: 1, base: 0x1000 }]).unwrap_err();
+        assert!(e.message.ends_with("the heap has 1 PE"), "{}", e.message);
     }
 
     #[test]
