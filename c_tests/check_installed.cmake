@@ -28,6 +28,13 @@ foreach(pair "libupcxx_extra_nvshmem.so.${abi}=libupcxx_extra_nvshmem.so.${VERSI
 endforeach()
 find_program(READELF readelf)
 if(READELF)
+  # Installed without debug info by default (UXN_INSTALL_DEBUG_INFO=ON keeps it).
+  foreach(f "${real}" "${PREFIX}/bin/upcxx-nvshmem-doctor")
+    execute_process(COMMAND "${READELF}" -S "${f}" OUTPUT_VARIABLE sections)
+    if(sections MATCHES "\\.debug_info" AND NOT DEBUG_INFO_EXPECTED)
+      list(APPEND errors "${f} carries debug info (.debug_info): the default install strips it")
+    endif()
+  endforeach()
   execute_process(COMMAND "${READELF}" -d "${real}" OUTPUT_VARIABLE dyn)
   if(NOT dyn MATCHES "Library soname: \\[libupcxx_extra_nvshmem\\.so\\.${abi}\\]")
     list(APPEND errors "the soname of ${real} is not libupcxx_extra_nvshmem.so.${abi}")

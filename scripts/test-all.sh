@@ -127,7 +127,8 @@ C
   PKG_CONFIG_PATH="$MOVED/lib/pkgconfig" pkg-config --modversion upcxx-extra-nvshmem
   # shellcheck disable=SC2086
   cc -std=c11 -Wall -Wextra -Werror "$dir/smoke.c" -o "$dir/smoke" $flags &&
-    LD_LIBRARY_PATH="$MOVED/lib" "$dir/smoke"
+    # As the README says: the program starts without LD_LIBRARY_PATH (the .pc file's rpath).
+    env -u LD_LIBRARY_PATH "$dir/smoke"
 }
 
 if [ "$installed" = 1 ]; then
