@@ -7,22 +7,56 @@
 # exports UXN_CACHE, UXN_NVSHMEM_ROOTS, UXN_CUDA_INCLUDE, UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
-NVSHMEM_VERSIONS=(3.1.7 3.4.5 3.8.0)
-export PATH="$HOME/.cargo/bin:$PATH"
+. scripts/common.sh
+CACHE="$UXN_CACHE"
+NVSHMEM_VERSIONS=("${UXN_NVSHMEM_VERSIONS[@]}")
 
-# --- system packages -------------------------------------------------------------------------
+# --- Rust first: without it nothing else is worth installing ----------------------------------
+uxn_ensure_rust || { return 1 2>/dev/null || exit 1; }
+
+# --- system packages: only what is missing, never an upgrade -------------------------------
 #   cmake, make, g++        the CMake build and the C/C++ tests (header hygiene compiles C++17)
 #   openmpi-bin, libopenmpi-dev   mpiexec and mpi.h for the C tests
-#   libclang-dev, clang     bindgen in the Rust layout test (libclang + its resource headers)
+#   libclang-dev, clang     bindgen in the Rust layout test only (libclang + its resource headers)
 #   pkg-config              the pkg-config smoke check
-#   binutils                nm/readelf for the exports and soname checks
+#   binutils                nm/readelf/strip: exports, soname and install checks
 #   python3-pip             only when no pip is there, for the wheels below
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+#   ca-certificates         https for pip, when missing
+# No root and no apt (a cluster login node): set UXN_NO_APT=1 (automatic without root or sudo)
+# and provide them from modules or Spack (README: "On a cluster").
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
 packages=(cmake make g++ binutils openmpi-bin libopenmpi-dev libclang-dev clang pkg-config ca-certificates)
 if ! python3 -m pip --version >/dev/null 2>&1; then packages+=(python3-pip); fi
-as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${packages[@]}"
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+else
+  UXN_NO_APT=1
+fi
+can_apt=1
+if [ "${UXN_NO_APT:-0}" = 1 ] || ! command -v apt-get >/dev/null 2>&1; then can_apt=0
+elif [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then can_apt=0; fi
+if [ "$can_apt" = 1 ] && [ "${#missing[@]}" -gt 0 ]; then
+  echo "apt: installing what is missing: ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends --no-upgrade "${missing[@]}"
+elif [ "${#missing[@]}" -gt 0 ] || [ "$can_apt" = 0 ]; then
+  # No apt here: check the tools themselves (they may come from modules or Spack).
+  need=()
+  for t in cmake make c++ cc nm readelf strip mpiexec mpicc pkg-config python3; do
+    command -v "$t" >/dev/null 2>&1 || need+=("$t")
+  done
+  if [ "${#need[@]}" -gt 0 ]; then
+    echo "Missing tools: ${need[*]} (and apt cannot be used here). On a cluster: module load cmake openmpi" >&2
+    echo "(or spack install cmake openmpi pkgconf; spack load cmake openmpi pkgconf), then run this again." >&2
+    return 1 2>/dev/null || exit 1
+  fi
+  echo "apt: not used (UXN_NO_APT or no root); the tools are on PATH. libclang is only needed by one Rust test."
+else
+  echo "apt: every package is installed already (nothing to do)"
+fi
 
 # --- NVSHMEM host libraries and CUDA headers (pip wheels, --target layout) --------------------
 # pip install --target does not touch the system Python (no PEP 668 conflict).
@@ -70,10 +104,10 @@ else
 fi
 
 roots=()
-for v in "${NVSHMEM_VERSIONS[@]}"; do roots+=("$CACHE/nvshmem/$v/nvidia/nvshmem"); done
+for v in "${NVSHMEM_VERSIONS[@]}"; do roots+=("$(uxn_nvshmem_root "$v")"); done
 UXN_NVSHMEM_ROOTS="$(IFS=:; echo "${roots[*]}")"
 export UXN_NVSHMEM_ROOTS
 export UXN_CUDA_INCLUDE="$CACHE/cuda/nvidia/cuda_runtime/include:$CACHE/cuda/nvidia/cuda_cccl/include"
-export UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3"
+export UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3"
 export UXN_CACHE="$CACHE"
 

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
-# The main job, on a fresh machine without a GPU: install what is needed, build and install the
+# The main job, on a fresh machine without a GPU: install what is needed (Rust first, then only
+# the missing system packages, then the NVSHMEM wheels into ~/.cache), build and install the
 # library (CMake drives cargo), run a CPU demonstration of the translation, then run the doctor
 # against the NVSHMEM it installed.
 #   ./scripts/quickstart.sh            # installs into ./install (PREFIX=... to change)
+# Without root or apt (a cluster): UXN_NO_APT=1 PREFIX=$HOME/opt/upcxx-extra-nvshmem ./scripts/quickstart.sh
+# with cmake, a C/C++ compiler, MPI and pkg-config from modules or Spack (README: "On a cluster").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/install-deps.sh
 PREFIX="${PREFIX:-$PWD/install}"
-cmake -S . -B build -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_BUILD_TYPE=Release
+# cargo's release build goes to ./target, where scripts/test-all.sh looks for it too.
+cmake -S . -B build -DCMAKE_INSTALL_PREFIX="$PREFIX" -DCMAKE_BUILD_TYPE=Release -DUXN_CARGO_TARGET_DIR="$PWD/target"
 cmake --build build -j"$(nproc)"
 cmake --install build
 echo
 echo "== installed into $PREFIX:"
 (cd "$PREFIX" && find . -maxdepth 4 \( -type f -o -type l \) | sort)
 echo
-echo "== CPU demonstration: examples/translate_demo.c against the installed library"
+echo "== CPU demonstration: examples/translate_demo.c against the installed library (pkg-config flags, no LD_LIBRARY_PATH)"
+# shellcheck disable=SC2046
 cc -std=c11 -Wall -Wextra -o build/translate_demo examples/translate_demo.c \
-  $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags --libs upcxx-extra-nvshmem) -Wl,-rpath,"$PREFIX/lib"
+  $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags --libs upcxx-extra-nvshmem)
 ./build/translate_demo
 echo
-echo "== upcxx-nvshmem-doctor on the NVSHMEM 3.4.5 that install-deps.sh installed"
-"$PREFIX/bin/upcxx-nvshmem-doctor" "$UXN_CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3"
+echo "== upcxx-nvshmem-doctor on the NVSHMEM $UXN_NVSHMEM_DEFAULT that install-deps.sh installed"
+"$PREFIX/bin/upcxx-nvshmem-doctor" "$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3"

@@ -14,7 +14,8 @@
 #   UXN_CACHE                ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}
 #   UXN_NVSHMEM_ROOTS        colon-separated .../nvidia/nvshmem dirs (default: $UXN_CACHE/nvshmem/*)
 #   UXN_CUDA_INCLUDE         colon-separated CUDA include dirs (default: from $UXN_CACHE/cuda)
-#   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB  libnvshmem_host.so.3 for test_nvshmem_loaded (default 3.4.5)
+#   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB  libnvshmem_host.so.3 for test_nvshmem_loaded (default:
+#                            the UXN_NVSHMEM_DEFAULT release of scripts/common.sh)
 #   UXN_UPCXX_ROOT           where setup.sh laid out UPC++ (default $UXN_CACHE/upcxx)
 #   UXN_WORK                 work directory (default: a fresh temporary one, removed at the end
 #                            unless UXN_KEEP=1)
@@ -26,13 +27,12 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
-export PATH="$HOME/.cargo/bin:$PATH"
-
-CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
+. scripts/common.sh
+CACHE="$UXN_CACHE"
 if [ -z "${UXN_NVSHMEM_ROOTS:-}" ]; then
   roots=()
-  for v in 3.1.7 3.4.5 3.8.0; do
-    d="$CACHE/nvshmem/$v/nvidia/nvshmem"
+  for v in "${UXN_NVSHMEM_VERSIONS[@]}"; do
+    d="$(uxn_nvshmem_root "$v")"
     [ -d "$d" ] && roots+=("$d")
   done
   UXN_NVSHMEM_ROOTS="$(IFS=:; echo "${roots[*]:-}")"
@@ -44,8 +44,8 @@ if [ -z "${UXN_CUDA_INCLUDE:-}" ]; then
   done
   UXN_CUDA_INCLUDE="$(IFS=:; echo "${incs[*]:-}")"
 fi
-if [ -z "${UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB:-}" ] && [ -e "$CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3" ]; then
-  UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$CACHE/nvshmem/3.4.5/nvidia/nvshmem/lib/libnvshmem_host.so.3"
+if [ -z "${UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB:-}" ] && [ -e "$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3" ]; then
+  UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3"
 fi
 export UXN_NVSHMEM_ROOTS UXN_CUDA_INCLUDE UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="${UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB:-}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -89,6 +89,30 @@ step() { # name command...
 if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "cargo test" cargo test --locked || true
 fi
+
+# 1b. The installer: a re-run installs nothing and takes seconds; without Rust it stops first,
+# with the exact command, before anything else is installed.
+installer_rerun() {
+  local t0=$SECONDS out
+  out="$(bash scripts/install-deps.sh 2>&1)" || { echo "$out"; return 1; }
+  echo "$out" | sed 's/^/   /'
+  echo "$out" | grep -q "apt: every package is installed already\|apt: not used" || { echo "the re-run went to apt"; return 1; }
+  [ $((SECONDS - t0)) -le 60 ] || { echo "the re-run took $((SECONDS - t0)) s"; return 1; }
+}
+installer_without_rust() {
+  # PATH without any directory holding cargo, a HOME without ~/.cargo, rustup unreachable.
+  local p="" d out rc
+  IFS=: read -ra _dirs <<<"$PATH"
+  for d in "${_dirs[@]}"; do [ -x "$d/cargo" ] || p="${p:+$p:}$d"; done
+  if PATH="$p" command -v cargo >/dev/null 2>&1; then echo "SKIPPED: cannot hide cargo here"; return 0; fi
+  mkdir -p "$WORK/no-rust-home"
+  out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash scripts/install-deps.sh 2>&1)"; rc=$?
+  echo "$out" | sed 's/^/   /'
+  [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
+    echo "$out" | grep -q "Nothing else was installed" && ! echo "$out" | grep -q "^apt:\|nvidia-nvshmem"
+}
+step "installer re-run: no apt, seconds" installer_rerun || true
+step "installer without Rust: stops first with the command" installer_without_rust || true
 
 # 2. CMake build and install.
 cmake_install() {

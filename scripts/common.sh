@@ -1,0 +1,47 @@
+# Shared by the scripts (sourced, never run): where things are cached, which NVSHMEM releases the
+# tests use, and the Rust check. One place for each default.
+#   . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+# The pip wheels (NVSHMEM host libraries, CUDA headers, nvcc) and the UPC++ layout live here,
+# outside the clone.
+UXN_CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
+# nvidia-nvshmem-cu12 releases the tests run against; the middle one is the default library.
+UXN_NVSHMEM_VERSIONS=(3.1.7 3.4.5 3.8.0)
+UXN_NVSHMEM_DEFAULT=3.4.5
+# The oldest Rust that builds the crate (Cargo.toml: edition 2024, rust-version).
+UXN_RUST_MIN=1.85
+UXN_RUSTUP_URL="${UXN_RUSTUP_URL:-https://sh.rustup.rs}"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+uxn_nvshmem_root() { echo "$UXN_CACHE/nvshmem/$1/nvidia/nvshmem"; }
+
+# 0 when a cargo/rustc >= UXN_RUST_MIN is on PATH.
+uxn_have_rust() {
+  command -v cargo >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 || return 1
+  local v
+  v="$(rustc --version 2>/dev/null | awk '{print $2}')"
+  [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$UXN_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$UXN_RUST_MIN" ]
+}
+
+# Makes sure Rust >= UXN_RUST_MIN is there: installs it with rustup's standard installer (into
+# ~/.rustup and ~/.cargo, no root) when it can reach it, else stops with the exact command.
+uxn_ensure_rust() {
+  if uxn_have_rust; then
+    echo "Rust: $(rustc --version) (>= $UXN_RUST_MIN)"
+    return 0
+  fi
+  local cmd="curl --proto '=https' --tlsv1.2 -sSf $UXN_RUSTUP_URL | sh -s -- -y --profile minimal"
+  if command -v curl >/dev/null 2>&1 && curl --proto '=https' --tlsv1.2 -sSf --max-time 20 -o /dev/null "$UXN_RUSTUP_URL" 2>/dev/null; then
+    echo "Rust: none >= $UXN_RUST_MIN on PATH; installing it with rustup: $cmd"
+    curl --proto '=https' --tlsv1.2 -sSf "$UXN_RUSTUP_URL" | sh -s -- -y --profile minimal || return 1
+    uxn_have_rust && echo "Rust: $(rustc --version)" && return 0
+  fi
+  cat >&2 <<EOF
+Rust >= $UXN_RUST_MIN is needed (cargo builds the library), and none is on PATH${1:+ ($1)}.
+The rustup installer at $UXN_RUSTUP_URL cannot be reached from here. Install Rust, then run this again:
+    $cmd
+(or: your site's module, e.g. 'module load rust', or 'spack install rust', giving rustc >= $UXN_RUST_MIN)
+Nothing else was installed.
+EOF
+  return 1
+}
