@@ -180,6 +180,10 @@ fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what
     Ok((StateRef::Host { addr, symbol_size }, fields.version))
 }
 
+/// The note after "not exported by <file>" in the dlsym step's reason; the doctor replaces it
+/// with what the file's symbol tables say (LOCAL in .symtab, stripped, absent).
+pub const NOT_EXPORTED: &str = " (dlsym cannot see it)";
+
 fn step_dlsym(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     let state_exported = !lib.dlsym(c"nvshmemi_state").is_null();
     let note = if state_exported {
@@ -189,7 +193,7 @@ fn step_dlsym(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     };
     let p = lib.dlsym(c"nvshmemi_device_state") as usize;
     if p == 0 {
-        crate::fail!(StepUnavailable, "nvshmemi_device_state is not exported by {} (a LOCAL symbol); {note}", lib.path.display());
+        crate::fail!(StepUnavailable, "nvshmemi_device_state is not exported by {}{NOT_EXPORTED}; {note}", lib.path.display());
     }
     let size = elf::lookup(&lib.path, &["nvshmemi_device_state"])
         .ok()

@@ -8,6 +8,7 @@ use crate::elf;
 use crate::layout;
 use crate::nvshmem_lib::{self, LoadedLibrary};
 use crate::status::Status;
+use crate::table::{Heap, TABLE};
 use serde_json::{Value, json};
 use std::path::Path;
 
@@ -70,6 +71,26 @@ fn clone_lib(lib: &LoadedLibrary) -> LoadedLibrary {
     }
 }
 
+/// The dlsym step's reason, told from what the file's symbol tables say. Discovery only knows
+/// dlsym cannot see the symbol ([`discovery::NOT_EXPORTED`]); the doctor reads the file: LOCAL in
+/// its .symtab, or a stripped file with no symbol table at all.
+fn dlsym_reason(reason: &str, sym: &Result<elf::SymtabLookup, String>) -> String {
+    const LOCAL: &str = crate::discovery::NOT_EXPORTED;
+    if !reason.contains(LOCAL) {
+        return reason.to_string();
+    }
+    let why = match sym {
+        Ok(l) if !l.has_symtab => ", and the file has no symbol table (stripped)".to_string(),
+        Ok(l) => match l.symbols.first().copied().flatten() {
+            Some(s) if s.local => " (a LOCAL symbol in its .symtab)".to_string(),
+            Some(_) => " (in its .symtab, but not in its dynamic symbol table)".to_string(),
+            None => ", and it is not in its .symtab either".to_string(),
+        },
+        Err(e) => format!(" (its symbol tables could not be read: {e})"),
+    };
+    reason.replacen(LOCAL, &why, 1)
+}
+
 /// Static facts about a loaded NVSHMEM library: steps, symbol, layout, verdict.
 pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict, String) {
     let mut m = serde_json::Map::new();
@@ -95,7 +116,12 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
     let mut steps = Vec::new();
     let mut statuses = Vec::new();
     for step in Source::STEPS {
-        let (j, s) = step_json(lib, step);
+        let (mut j, s) = step_json(lib, step);
+        if step == Source::Dlsym {
+            if let Some(r) = j["reason"].as_str().map(|r| dlsym_reason(r, &sym)) {
+                j["reason"] = json!(r);
+            }
+        }
         steps.push(j);
         statuses.push(s);
     }
@@ -139,7 +165,8 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
         let via = if statuses[0] == Status::Ok { "dlsym" } else { ".symtab" };
         (Verdict::Supported, format!("the heap is found through {via}{}", if public_ok { ", with the public cumodule route as a fallback" } else { "" }))
     } else if public_ok {
-        (Verdict::Degraded, "supported through the public route only: nvshmemi_device_state is neither exported nor in a .symtab (stripped?)".to_string())
+        let why = if has_symtab { "nvshmemi_device_state is neither exported nor in its .symtab" } else { "nvshmemi_device_state is not exported and the file has no symbol table (stripped)" };
+        (Verdict::Degraded, format!("supported through the public route only: {why}"))
     } else {
         (Verdict::Unsupported, "no resolution step can find the state: not exported, no .symtab, and no nvshmemx_cumodule_init".to_string())
     };
@@ -153,7 +180,8 @@ fn finish(mut m: serde_json::Map<String, Value>, verdict: Verdict, reason: Strin
     Report { json: Value::Object(m), verdict }
 }
 
-fn header(path: &str, found_by: &str, searched: &[String]) -> serde_json::Map<String, Value> {
+/// `path` and `found_by` are None when no library was found (JSON null).
+fn header(path: Option<&str>, found_by: Option<&str>, searched: &[String]) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
     m.insert("tool".into(), json!("upcxx-nvshmem-doctor"));
     m.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
@@ -161,9 +189,35 @@ fn header(path: &str, found_by: &str, searched: &[String]) -> serde_json::Map<St
     m
 }
 
+/// The doctor when no PATH was given and the search found no NVSHMEM host library: unsupported
+/// (the environment is the input), with what was searched.
+pub fn not_found(searched: &[String]) -> Report {
+    let m = header(None, None, searched);
+    let reason = format!(
+        "no NVSHMEM host library found; searched: {}; give PATH, or set NVSHMEM_HOME or LD_LIBRARY_PATH",
+        if searched.is_empty() { "nothing".to_string() } else { searched.join(", ") }
+    );
+    finish(m, Verdict::Unsupported, reason)
+}
+
+/// What `nvshmem_lib::open_file`'s error means. It returns a plain string for both a failed
+/// `dlopen` (the `dlerror()` text) and a library that loaded but is not NVSHMEM: tell them apart
+/// so that the doctor never says "dlopen failed" about a library that loaded.
+fn open_error(path: &Path, e: &str) -> String {
+    let p = path.display();
+    if e.starts_with("not an NVSHMEM host library") {
+        // "not an NVSHMEM host library: it exports none of ..."
+        format!("{p} loaded, but it is {e}")
+    } else if let Some(rest) = e.strip_prefix("the library is loaded but ") {
+        format!("{p} loaded, but {rest}")
+    } else {
+        format!("dlopen of {p} failed: {e}")
+    }
+}
+
 /// The doctor on a file (NVSHMEM is not initialised).
 pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
-    let mut m = header(&path.display().to_string(), found_by, searched);
+    let mut m = header(Some(&path.display().to_string()), Some(found_by), searched);
     let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
     let bytes = match std::fs::read(path).map(|b| b.get(..4).map(|h| h.to_vec())) {
         Err(e) => return unsupported(m, format!("cannot read {}: {e}", path.display())),
@@ -174,10 +228,13 @@ pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
     }
     let lib = match nvshmem_lib::open_file(path) {
         Ok(l) => l,
-        Err(e) => return unsupported(m, format!("dlopen failed: {e}")),
+        Err(e) => return unsupported(m, open_error(path, &e)),
     };
     if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
-        return unsupported(m, format!("{} is not an NVSHMEM host library (no nvshmemx_init_status, no nvshmem_info_get_name)", path.display()));
+        return unsupported(m, format!(
+            "{} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name",
+            path.display()
+        ));
     }
     let (facts, verdict, reason) = analyze(&lib);
     m.extend(facts);
@@ -186,14 +243,30 @@ pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
 
 /// The report inside a job: the NVSHMEM library loaded in this process and, when it is
 /// initialised, the runtime facts (base, sizes, PE, device, the step that served, validation).
+///
+/// A heap attached by hand (`upcxx_extra_nvshmem_attach`, source MANUAL) is what translation
+/// uses, whatever NVSHMEM is or is not loaded: the runtime facts are then the attached heap's,
+/// and the verdict says so (the library's own verdict stays in `library_verdict`).
 pub fn in_process() -> Report {
+    let manual = TABLE.heap().filter(|h| h.source == Source::Manual);
     let Some(lib) = nvshmem_lib::find_loaded() else {
-        let m = header("", "loaded in this process", &[]);
-        return finish(m, Verdict::Unsupported, "no NVSHMEM host library is loaded in this process".into());
+        let mut m = header(None, Some("loaded in this process"), &[]);
+        let why = "no NVSHMEM host library is loaded in this process";
+        if let Some(h) = manual {
+            m.insert("runtime".into(), manual_json(&h));
+            return finish(m, Verdict::Supported, manual_reason(&h, &format!("{why}, so discovery is not used")));
+        }
+        return finish(m, Verdict::Unsupported, why.into());
     };
-    let mut m = header(&lib.path.display().to_string(), "loaded in this process", &[]);
+    let mut m = header(Some(&lib.path.display().to_string()), Some("loaded in this process"), &[]);
     let (facts, verdict, reason) = analyze(&lib);
     m.extend(facts);
+    if let Some(h) = manual {
+        m.insert("runtime".into(), manual_json(&h));
+        m.insert("library_verdict".into(), json!({"verdict": verdict.name(), "reason": reason}));
+        let why = format!("discovery is not used; the loaded library alone would be {}: {reason}", verdict.name());
+        return finish(m, Verdict::Supported, manual_reason(&h, &why));
+    }
     let runtime = match discovery::query_live() {
         Ok(h) => json!({
             "validation": "pass",
@@ -214,6 +287,27 @@ pub fn in_process() -> Report {
     finish(m, verdict, reason)
 }
 
+/// The runtime facts of a heap attached by hand. Nothing validates it against NVSHMEM.
+fn manual_json(h: &Heap) -> Value {
+    json!({
+        "validation": "not-run",
+        "source": "MANUAL",
+        "base": format!("0x{:x}", h.base),
+        "reserved_size": h.size,
+        "mapped_size": h.mapped_size,
+        "my_pe": h.my_pe,
+        "n_pes": h.n_pes,
+        "device": h.device,
+    })
+}
+
+fn manual_reason(h: &Heap, why: &str) -> String {
+    format!(
+        "the heap was attached by hand (upcxx_extra_nvshmem_attach, source MANUAL): base 0x{:x}, size {}, PE {} of {}; translation uses it; {why}",
+        h.base, h.size, h.my_pe, h.n_pes
+    )
+}
+
 impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(&self.json).unwrap_or_default()
@@ -229,7 +323,12 @@ impl Report {
         };
         let mut out = String::new();
         out += &format!("upcxx-nvshmem-doctor {}\n", s(&j["tool_version"]));
-        out += &format!("library:   {} (found by {})\n", s(&j["library"]["path"]), s(&j["library"]["found_by"]));
+        let lib = &j["library"];
+        match (&lib["path"], &lib["found_by"]) {
+            (Value::String(p), Value::String(by)) if !p.is_empty() => out += &format!("library:   {p} (found by {by})\n"),
+            (_, Value::String(by)) => out += &format!("library:   none {by}\n"),
+            _ => out += "library:   none found\n",
+        }
         if let Some(n) = j.get("nvshmem") {
             out += &format!("nvshmem:   {} (release {})\n", s(&n["name"]), s(&n["version"]));
         }
@@ -255,7 +354,10 @@ impl Report {
             out += &format!("layout:    {}: {}\n", s(&l["check"]), s(&l["detail"]));
         }
         if let Some(r) = j.get("runtime") {
-            if r["validation"] == "pass" {
+            if r["source"] == "MANUAL" {
+                out += &format!("runtime:   base {} reserved {} mapped {} PE {}/{} device {} source MANUAL (attached by hand; not validated against NVSHMEM)\n",
+                                s(&r["base"]), s(&r["reserved_size"]), s(&r["mapped_size"]), s(&r["my_pe"]), s(&r["n_pes"]), s(&r["device"]));
+            } else if r["validation"] == "pass" {
                 out += &format!("runtime:   base {} reserved {} mapped {} PE {}/{} device {} via {}; validation pass\n",
                                 s(&r["base"]), s(&r["reserved_size"]), s(&r["mapped_size"]), s(&r["my_pe"]), s(&r["n_pes"]), s(&r["device"]), s(&r["source"]));
             } else {

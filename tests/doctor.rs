@@ -1,6 +1,8 @@
 //! The doctor against each pip-installed NVSHMEM release (supported), a stripped copy of one
 //! (degraded: only the public route is left), a shared library that is not NVSHMEM and a file
-//! that is not a library (unsupported). Golden checks on JSON fields, not on whole text.
+//! that is not a library (unsupported); its exit statuses (0/1/2, 64 usage, 66 no input); and the
+//! in-job report after a manual attach. Golden checks on JSON fields and message fragments, not
+//! on whole text.
 
 mod common;
 
@@ -21,6 +23,28 @@ fn doctor(args: &[&str], env: &[(&str, &str)]) -> (i32, Value, f64) {
     let json: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("doctor {args:?} printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
     (out.status.code().unwrap_or(-1), json, secs)
+}
+
+/// The doctor's exit status, stdout and stderr. `env` sets, `unset` removes variables.
+fn doctor_raw(args: &[&str], env: &[(&str, &str)], unset: &[&str]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_upcxx-nvshmem-doctor"));
+    c.args(args);
+    for k in unset {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A fresh, empty directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("uxn-doctor-{tag}-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 fn step<'a>(j: &'a Value, name: &str) -> &'a Value {
@@ -87,6 +111,11 @@ fn stripped_copy_is_degraded() {
     assert_eq!(step(&j, "symtab")["available"], false);
     assert!(step(&j, "symtab")["reason"].as_str().unwrap().contains("no .symtab"));
     assert_eq!(step(&j, "cumodule")["available"], true);
+    // Nothing says the symbol is LOCAL in a file without a symbol table.
+    let dlsym = step(&j, "dlsym")["reason"].as_str().unwrap();
+    assert!(dlsym.contains("is not exported") && dlsym.contains("the file has no symbol table (stripped)"), "{dlsym}");
+    assert!(!dlsym.contains("LOCAL"), "{dlsym}");
+    assert!(!j["reason"].as_str().unwrap().contains("stripped?"), "{j:#}");
 }
 
 fn libc_path() -> PathBuf {
@@ -104,14 +133,171 @@ fn not_nvshmem_is_unsupported() {
     let (code, j, _) = doctor(&[libc.to_str().unwrap()], &[]);
     assert_eq!(code, 2, "{j:#}");
     assert_eq!(j["verdict"], "unsupported");
-    assert!(j["reason"].as_str().unwrap().contains("not an NVSHMEM host library"), "{j:#}");
+    // dlopen worked: the doctor says so, and what is missing.
+    let reason = j["reason"].as_str().unwrap();
+    let want = format!(
+        "{} loaded, but it is not an NVSHMEM host library: it exports none of nvshmemx_init_status, nvshmem_ptr, nvshmem_info_get_name",
+        libc.display()
+    );
+    assert_eq!(reason, want, "{j:#}");
+    assert!(!reason.contains("dlopen failed"), "{j:#}");
 
     let (code, j, _) = doctor(&[concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")], &[]);
     assert_eq!(code, 2);
     assert!(j["reason"].as_str().unwrap().contains("not an ELF shared library"), "{j:#}");
-
-    let (code, j, _) = doctor(&["/nonexistent/libnvshmem_host.so.3"], &[]);
-    assert_eq!(code, 2);
-    assert!(j["reason"].as_str().unwrap().contains("cannot read"), "{j:#}");
     assert!(Path::new(&libc).exists());
+}
+
+#[test]
+fn unknown_option_is_a_usage_error() {
+    let (code, out, err) = doctor_raw(&["--frobnicate"], &[], &[]);
+    assert_eq!(code, 64, "stdout {out}\nstderr {err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("unknown option --frobnicate"), "{err}");
+    assert!(err.contains("usage: upcxx-nvshmem-doctor [--json] [PATH]"), "{err}");
+    assert!(err.contains("64  usage error") && err.contains("66  PATH does not exist"), "{err}");
+    // --help documents the same statuses, on stdout, with exit 0.
+    let (code, out, _) = doctor_raw(&["--help"], &[], &[]);
+    assert_eq!(code, 0);
+    for s in ["0   supported", "1   degraded", "2   unsupported", "64  usage error", "66  PATH"] {
+        assert!(out.contains(s), "--help lacks {s:?}: {out}");
+    }
+}
+
+#[test]
+fn two_paths_are_a_usage_error() {
+    let libc = libc_path();
+    let (code, out, err) = doctor_raw(&["--json", libc.to_str().unwrap(), "/nonexistent/other.so"], &[], &[]);
+    assert_eq!(code, 64, "stdout {out}\nstderr {err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains(&format!("more than one PATH given ({} and /nonexistent/other.so)", libc.display())), "{err}");
+    assert!(err.contains("usage: upcxx-nvshmem-doctor"), "{err}");
+}
+
+#[test]
+fn missing_file_is_no_input() {
+    let (code, out, err) = doctor_raw(&["--json", "/nonexistent/libnvshmem_host.so.3"], &[], &[]);
+    assert_eq!(code, 66, "stdout {out}\nstderr {err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("cannot read /nonexistent/libnvshmem_host.so.3: No such file or directory"), "{err}");
+    assert!(!err.contains("usage:"), "{err}");
+}
+
+#[test]
+fn nvshmem_root_directory_is_accepted() {
+    let Some(root) = common::nvshmem_roots().into_iter().next() else { return };
+    let (code, j, _) = doctor(&[root.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["verdict"], "supported");
+    let lib = Path::new(j["library"]["path"].as_str().unwrap());
+    assert_eq!(std::fs::canonicalize(lib).unwrap(), std::fs::canonicalize(root.join("lib/libnvshmem_host.so.3")).unwrap());
+    assert_eq!(j["library"]["found_by"], format!("argument (NVSHMEM root {})", root.display()));
+}
+
+#[test]
+fn empty_directory_is_no_input() {
+    let dir = scratch("empty");
+    let (code, out, err) = doctor_raw(&["--json", dir.to_str().unwrap()], &[], &[]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 66, "stdout {out}\nstderr {err}");
+    assert!(out.is_empty(), "{out}");
+    let want = format!(
+        "{} is a directory without an NVSHMEM host library; looked for lib/libnvshmem_host.so.3, lib/libnvshmem_host.so, \
+         lib64/libnvshmem_host.so.3, lib64/libnvshmem_host.so under it",
+        dir.display()
+    );
+    assert!(err.contains(&want), "{err}");
+}
+
+#[test]
+fn nothing_found_is_unsupported_and_says_so() {
+    // No NVSHMEM_HOME, an empty LD_LIBRARY_PATH, and a PATH without python3 or ldconfig: only the
+    // system library directories are left, which hold no NVSHMEM on a normal host.
+    let empty = scratch("nopath");
+    let env = [("LD_LIBRARY_PATH", ""), ("PATH", empty.to_str().unwrap())];
+    let (code, out, err) = doctor_raw(&[], &env, &["NVSHMEM_HOME"]);
+    let (jcode, jout, _) = doctor_raw(&["--json"], &env, &["NVSHMEM_HOME"]);
+    let j: Value = serde_json::from_str(&jout).unwrap_or_else(|e| panic!("no JSON ({e}): {jout}"));
+    std::fs::remove_dir_all(&empty).ok();
+    if !j["library"]["path"].is_null() {
+        eprintln!("SKIPPED: this host has a system NVSHMEM ({}): nothing-found cannot be tested", j["library"]["path"]);
+        return;
+    }
+    assert_eq!(code, 2, "stdout {out}\nstderr {err}");
+    assert_eq!(jcode, 2, "{j:#}");
+    assert!(!out.contains("found by"), "{out}");
+    assert!(out.contains("library:   none found\n"), "{out}");
+    assert!(out.contains("verdict:   unsupported: no NVSHMEM host library found; searched: "), "{out}");
+    assert!(out.contains("/usr/lib"), "{out}");
+    assert_eq!(j["verdict"], "unsupported");
+    assert_eq!(j["library"]["found_by"], Value::Null);
+    assert!(j["reason"].as_str().unwrap().starts_with("no NVSHMEM host library found; searched: "), "{j:#}");
+    assert!(!j["library"]["searched"].as_array().unwrap().is_empty(), "{j:#}");
+}
+
+/// The in-job report after a manual attach, in this process (NVSHMEM is never loaded here). All
+/// the assertions that touch the process-wide table are in this one test.
+#[test]
+fn in_job_report_after_attach_reports_the_manual_heap() {
+    use std::ffi::{CStr, c_void};
+    use upcxx_extra_nvshmem::discovery::Source;
+    use upcxx_extra_nvshmem::ffi::*;
+    use upcxx_extra_nvshmem::status::Status;
+
+    assert!(upcxx_extra_nvshmem::nvshmem_lib::find_loaded().is_none(), "this test needs a process without NVSHMEM");
+    let text = || {
+        let mut need = 0usize;
+        assert_eq!(unsafe { upcxx_extra_nvshmem_report_buffer(std::ptr::null_mut(), 0, &mut need) }, Status::BufferTooSmall);
+        let mut buf = vec![0 as std::ffi::c_char; need];
+        assert_eq!(unsafe { upcxx_extra_nvshmem_report_buffer(buf.as_mut_ptr(), need, &mut need) }, Status::Ok);
+        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    };
+
+    // Before attach: nothing loaded, nothing attached.
+    let before = text();
+    assert!(before.contains("library:   none loaded in this process\n"), "{before}");
+    assert!(before.contains("verdict:   unsupported: no NVSHMEM host library is loaded in this process"), "{before}");
+
+    let heap = vec![0u8; 8192];
+    let base = heap.as_ptr() as *mut c_void;
+    let info = UpcxxExtraNvshmemHeapInfo {
+        base,
+        size: heap.len(),
+        mapped_size: heap.len(),
+        my_pe: 1,
+        n_pes: 3,
+        device: -1,
+        version_major: -1,
+        version_minor: -1,
+        version_patch: -1,
+        source: Source::None,
+    };
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
+    // Translation works on the attached heap ...
+    let mut off = 0usize;
+    assert_eq!(unsafe { upcxx_extra_nvshmem_offset(heap[100..].as_ptr() as *const c_void, &mut off) }, Status::Ok);
+    assert_eq!(off, 100);
+    // ... and the report says so.
+    let after = text();
+    let b = format!("0x{:x}", base as usize);
+    assert!(after.contains(&format!("runtime:   base {b} reserved 8192 mapped 8192 PE 1/3 device -1 source MANUAL")), "{after}");
+    assert!(after.contains(&format!(
+        "verdict:   supported: the heap was attached by hand (upcxx_extra_nvshmem_attach, source MANUAL): base {b}, size 8192, \
+         PE 1 of 3; translation uses it; no NVSHMEM host library is loaded in this process, so discovery is not used"
+    )), "{after}");
+    assert!(!after.contains("unsupported"), "{after}");
+    let r = upcxx_extra_nvshmem::report::in_process();
+    assert_eq!(r.json["verdict"], "supported");
+    assert_eq!(r.json["runtime"]["source"], "MANUAL");
+    assert_eq!(r.json["runtime"]["base"], b.as_str());
+    assert_eq!(r.json["runtime"]["my_pe"], 1);
+    assert_eq!(r.json["runtime"]["n_pes"], 3);
+    assert_eq!(r.json["runtime"]["reserved_size"], 8192);
+
+    // Detached: back to unsupported.
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    let detached = text();
+    assert!(detached.contains("verdict:   unsupported: no NVSHMEM host library is loaded in this process"), "{detached}");
+    assert!(!detached.contains("MANUAL"), "{detached}");
+    drop(heap);
 }

@@ -2,17 +2,49 @@
 //! works with upcxx-extra-nvshmem. Needs no GPU and does not initialise NVSHMEM.
 //!
 //! Usage: upcxx-nvshmem-doctor [--json] [PATH]
-//! Exit status: 0 supported, 1 degraded (public route only), 2 unsupported.
+//!
+//! PATH is the host library file or an NVSHMEM root directory (its lib/ or lib64/ holds
+//! libnvshmem_host.so.3 or libnvshmem_host.so). Without PATH the library is searched the way a
+//! job finds it.
+//!
+//! Exit status (sysexits for the errors):
+//! - 0 supported;
+//! - 1 degraded (public route only);
+//! - 2 unsupported, also when no PATH is given and the search finds no library (the environment
+//!   is the input then);
+//! - 64 (EX_USAGE) usage error: an unknown option, more than one PATH; the usage goes to stderr;
+//! - 66 (EX_NOINPUT) PATH does not exist or cannot be read, or is a directory without the library.
+//!
+//! With 64 and 66 nothing is written to stdout (not even with `--json`); the message is on stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use upcxx_extra_nvshmem::report;
 
-const USAGE: &str = "usage: upcxx-nvshmem-doctor [--json] [PATH-TO-libnvshmem_host.so]
+const USAGE: &str = "usage: upcxx-nvshmem-doctor [--json] [PATH]
 
-Without PATH the library is searched the way a job finds it: $NVSHMEM_HOME/lib, $LD_LIBRARY_PATH,
-the pip packages nvidia-nvshmem-cu12/-cu13 of the python3 on PATH, then the system linker paths.
-Exit status: 0 supported, 1 degraded (public route only), 2 unsupported.";
+PATH is libnvshmem_host.so.3 (or any NVSHMEM host library file), or an NVSHMEM root directory:
+then the first of lib/libnvshmem_host.so.3, lib/libnvshmem_host.so, lib64/libnvshmem_host.so.3,
+lib64/libnvshmem_host.so under it is used.
+Without PATH the library is searched the way a job finds it: $NVSHMEM_HOME/lib and lib64,
+$LD_LIBRARY_PATH, the pip packages nvidia-nvshmem-cu12/-cu13 of the python3 on PATH, then the
+system linker paths; when none is found the report lists what was searched (exit 2).
+
+  --json          print the report as JSON
+  -h, --help      print this help
+  -V, --version   print the version
+
+Exit status:
+  0   supported
+  1   degraded (public route only)
+  2   unsupported (also: no PATH and no NVSHMEM host library found)
+  64  usage error (unknown option, more than one PATH)
+  66  PATH does not exist or cannot be read, or is a directory without an NVSHMEM host library";
+
+/// sysexits.h EX_USAGE: the command was used incorrectly.
+const EX_USAGE: i32 = 64;
+/// sysexits.h EX_NOINPUT: an input file did not exist or was not readable.
+const EX_NOINPUT: i32 = 66;
 
 const NAMES: [&str; 2] = ["libnvshmem_host.so.3", "libnvshmem_host.so"];
 
@@ -23,7 +55,7 @@ fn in_dir(dir: &Path) -> Option<PathBuf> {
 /// Candidate (path, how found) in the order a job would find it, plus what was searched.
 fn search() -> (Option<(PathBuf, String)>, Vec<String>) {
     let mut searched = Vec::new();
-    if let Ok(home) = std::env::var("NVSHMEM_HOME") {
+    if let Some(home) = std::env::var_os("NVSHMEM_HOME").filter(|h| !h.is_empty()) {
         for sub in ["lib", "lib64"] {
             let d = Path::new(&home).join(sub);
             searched.push(d.display().to_string());
@@ -80,11 +112,52 @@ for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
     (None, searched)
 }
 
+/// The library file under an NVSHMEM root directory, in the order tried.
+const IN_ROOT: [&str; 4] = ["lib/libnvshmem_host.so.3", "lib/libnvshmem_host.so", "lib64/libnvshmem_host.so.3", "lib64/libnvshmem_host.so"];
+
+fn usage_error(msg: &str) -> ! {
+    eprintln!("upcxx-nvshmem-doctor: {msg}\n\n{USAGE}");
+    std::process::exit(EX_USAGE);
+}
+
+fn no_input(msg: &str) -> ! {
+    eprintln!("upcxx-nvshmem-doctor: {msg}");
+    std::process::exit(EX_NOINPUT);
+}
+
+/// The library file PATH names (a file, or the library under a root directory) and how it was
+/// found; exits 66 when there is none or it cannot be read.
+fn from_argument(arg: &Path) -> (PathBuf, String) {
+    let meta = std::fs::metadata(arg).unwrap_or_else(|e| no_input(&format!("cannot read {}: {e}", arg.display())));
+    let (file, how) = if meta.is_dir() {
+        match IN_ROOT.iter().map(|n| arg.join(n)).find(|p| p.is_file()) {
+            Some(p) => (p, format!("argument (NVSHMEM root {})", arg.display())),
+            None => no_input(&format!(
+                "{} is a directory without an NVSHMEM host library; looked for {} under it",
+                arg.display(),
+                IN_ROOT.join(", ")
+            )),
+        }
+    } else {
+        (arg.to_path_buf(), "argument".to_string())
+    };
+    if let Err(e) = std::fs::File::open(&file) {
+        no_input(&format!("cannot read {}: {e}", file.display()));
+    }
+    (file, how)
+}
+
 fn main() {
     let mut json = false;
-    let mut path = None;
-    for a in std::env::args().skip(1) {
-        match a.as_str() {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    let mut options_done = false;
+    for a in std::env::args_os().skip(1) {
+        let Some(s) = a.to_str().filter(|s| !options_done && s.starts_with('-') && *s != "-") else {
+            paths.push(PathBuf::from(a));
+            continue;
+        };
+        match s {
+            "--" => options_done = true,
             "--json" => json = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -94,23 +167,21 @@ fn main() {
                 println!("upcxx-nvshmem-doctor {}", env!("CARGO_PKG_VERSION"));
                 return;
             }
-            s if s.starts_with('-') => {
-                eprintln!("unknown option {s}\n{USAGE}");
-                std::process::exit(2);
-            }
-            s => path = Some(PathBuf::from(s)),
+            s => usage_error(&format!("unknown option {s}")),
         }
     }
-    let r = match path {
-        Some(p) => report::for_file(&p, "argument", &[]),
+    if paths.len() > 1 {
+        let named: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        usage_error(&format!("more than one PATH given ({}); give one", named.join(" and ")));
+    }
+    let r = match paths.pop() {
+        Some(arg) => {
+            let (file, how) = from_argument(&arg);
+            report::for_file(&file, &how, &[])
+        }
         None => match search() {
             (Some((p, how)), searched) => report::for_file(&p, &how, &searched),
-            (None, searched) => {
-                let mut r = report::for_file(Path::new("/nonexistent/libnvshmem_host.so.3"), "not found", &searched);
-                r.json["reason"] = serde_json::json!(format!("no NVSHMEM host library found; searched: {}", searched.join(", ")));
-                r.json["library"]["path"] = serde_json::Value::Null;
-                r
-            }
+            (None, searched) => report::not_found(&searched),
         },
     };
     // A closed pipe (`| head`, `| grep -q`) is not an error of the doctor: ignore write failures.
