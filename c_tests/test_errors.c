@@ -172,7 +172,7 @@ int main(int argc, char **argv) {
   EXPECT_STATUS(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, upcxx_extra_nvshmem_set_peers(0, peers));
   EXPECT_LAST_ERROR("upcxx_extra_nvshmem_set_peers", "n_pes is 0");
   EXPECT_STATUS(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, upcxx_extra_nvshmem_set_peers(n + 1, peers));
-  snprintf(want, sizeof want, "n_pes is %d but the heap has %d PEs", n + 1, n);
+  snprintf(want, sizeof want, "n_pes is %d but the heap has %d PE%s", n + 1, n, n == 1 ? "" : "s");
   EXPECT_LAST_ERROR(want);
   {
     upcxx_extra_nvshmem_peer_t *bad = (upcxx_extra_nvshmem_peer_t *)malloc(sizeof *bad * (size_t)n);

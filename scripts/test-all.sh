@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test of upcxx-extra-nvshmem, no GPU needed:
-#   1. cargo test --locked (unit, layout/bindgen, header drift...)
+#   1. cargo test --locked (unit, layout/bindgen, header drift...); the loom model (loom/)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -88,6 +88,19 @@ step() { # name command...
 # 1. Rust tests (the header drift check is one of them).
 if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "cargo test" cargo test --locked || true
+fi
+
+# 1a. The loom model of the table's concurrency protocol (loom/): every interleaving of a reader
+# against publish / replace / pool reuse / detach must pass; with the old bug put back
+# (--cfg uxn_loom_bug) the model must catch it (that test is should_panic there).
+loom_model() {
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/loom" \
+    cargo test --locked --release --manifest-path loom/Cargo.toml &&
+  RUSTFLAGS="--cfg loom --cfg uxn_loom_bug" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/loom-bug" \
+    cargo test --locked --release --manifest-path loom/Cargo.toml --test table_model replace_reusing_the_pool
+}
+if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
+  step "loom model of the table (and the bug it catches)" loom_model || true
 fi
 
 # 1b. The installer: a re-run installs nothing and takes seconds; without Rust it stops first,

@@ -16,10 +16,30 @@
 //! sequence check then rejects, but never touches unmapped memory. The pool holds at most what
 //! the largest tables needed (about twice the largest table, for growing sizes).
 
+//!
+//! The protocol is model-checked with loom (`loom/`: readers against publish, replace, pool reuse
+//! and detach); under `--cfg loom` this file takes loom's atomics and mutex.
+
 use crate::discovery::Source;
 use crate::status::{Error, Result, Status};
-use parking_lot::Mutex;
+#[cfg(loom)]
+use loom::sync::{
+    Mutex, MutexGuard,
+    atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence},
+};
+#[cfg(not(loom))]
+use parking_lot::{Mutex, MutexGuard};
+#[cfg(not(loom))]
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+
+/// A reader's wait for a writer to finish (under loom: a yield, so the model can schedule it).
+#[inline(always)]
+fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
 
 /// The local heap, as attached by hand or discovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +155,7 @@ pub struct Table {
 }
 
 /// The process's table.
+#[cfg(not(loom))]
 pub static TABLE: Table = Table::new();
 
 /// What one consistent read saw (for the answer, or for the error message).
@@ -163,8 +184,8 @@ impl Default for Table {
     }
 }
 
-impl Table {
-    pub const fn new() -> Table {
+macro_rules! new_table {
+    () => {
         Table {
             seq: AtomicU64::new(0),
             n_pes: AtomicU32::new(0),
@@ -186,6 +207,25 @@ impl Table {
                 pool_u32: Vec::new(),
             }),
         }
+    };
+}
+
+impl Table {
+    #[cfg(not(loom))]
+    pub const fn new() -> Table {
+        new_table!()
+    }
+    #[cfg(loom)]
+    pub fn new() -> Table {
+        new_table!()
+    }
+
+    /// The writers' lock.
+    fn lock(&self) -> MutexGuard<'_, Master> {
+        #[cfg(loom)]
+        return self.master.lock().unwrap();
+        #[cfg(not(loom))]
+        return self.master.lock();
     }
 
     /// Publishes the master's state into the sequence lock (caller holds the master lock).
@@ -232,7 +272,7 @@ impl Table {
     /// Sets the heap (None forgets heap and table). The peer table is kept when the heap is the
     /// same one (only its mapped extent changed), dropped otherwise.
     pub fn set_heap(&self, heap: Option<Heap>) {
-        let mut m = self.master.lock();
+        let mut m = self.lock();
         let keep = matches!((m.heap, heap), (Some(a), Some(b)) if a.same_heap(&b));
         m.heap = heap;
         if !keep {
@@ -248,7 +288,7 @@ impl Table {
 
     /// Forgets the heap only if it came from discovery (NVSHMEM is gone).
     pub fn forget_discovered(&self) {
-        let mut m = self.master.lock();
+        let mut m = self.lock();
         if m.heap.is_some_and(|h| h.source != Source::Manual) {
             m.heap = None;
             m.peers = false;
@@ -259,7 +299,7 @@ impl Table {
     }
 
     pub fn heap(&self) -> Option<Heap> {
-        self.master.lock().heap
+        self.lock().heap
     }
 
     /// The local heap's base, size and PE, from one consistent lock-free read ((0, 0, 0) when no
@@ -310,9 +350,16 @@ impl Table {
         let uniform = specs.iter().all(|s| s.base == heap.base);
         let identity = specs.iter().enumerate().all(|(pe, s)| s.rank as usize == pe);
 
-        let mut m = self.master.lock();
+        let mut m = self.lock();
         if !m.heap.is_some_and(|h| h.same_heap(heap)) {
             crate::fail!(InvalidArgument, "the heap changed while the table was being built");
+        }
+        // The bug the loom model must catch (loom/, `--cfg uxn_loom_bug`): retiring the published
+        // arrays to the pool first lets `take` hand one back, rewritten while readers read it.
+        #[cfg(uxn_loom_bug)]
+        {
+            let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
+            Self::pool(&mut m, old);
         }
         // New arrays come from the pool *before* the published ones are retired: a buffer that
         // readers may still be reading is never rewritten until a sequence bump has retired it.
@@ -353,7 +400,7 @@ impl Table {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
             if s1 & 1 == 1 {
-                std::hint::spin_loop();
+                spin();
                 continue;
             }
             let v = View {
@@ -373,6 +420,7 @@ impl Table {
             // every index < n is inside the arrays (buffers never shrink and are never freed).
             fence(Ordering::Acquire);
             if self.seq.load(Ordering::Relaxed) != s1 {
+                spin();
                 continue;
             }
             let r = f(&v, bases, ranks, pes);
@@ -380,6 +428,7 @@ impl Table {
             if self.seq.load(Ordering::Relaxed) == s1 {
                 return (v, r);
             }
+            spin();
         }
     }
 
@@ -587,7 +636,7 @@ fn from_global_error(rank: i32, raw: usize, pe: u32, base: usize, v: &View) -> E
     )
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
