@@ -275,14 +275,10 @@ impl Table {
         let mut m = self.lock();
         let keep = matches!((m.heap, heap), (Some(a), Some(b)) if a.same_heap(&b));
         m.heap = heap;
-        if !keep {
-            // Unpublish first (the store below), then pool: no buffer is rewritten while published.
-            m.peers = false;
-            let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
+        if keep {
             self.store(&m);
-            Self::pool(&mut m, old);
         } else {
-            self.store(&m);
+            self.unpublish_peers(&mut m);
         }
     }
 
@@ -291,11 +287,17 @@ impl Table {
         let mut m = self.lock();
         if m.heap.is_some_and(|h| h.source != Source::Manual) {
             m.heap = None;
-            m.peers = false;
-            let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
-            self.store(&m);
-            Self::pool(&mut m, old);
+            self.unpublish_peers(&mut m);
         }
+    }
+
+    /// Drops the peer table and publishes the master's state: unpublish first (the store), then
+    /// pool the arrays, so no buffer is rewritten while published.
+    fn unpublish_peers(&self, m: &mut Master) {
+        m.peers = false;
+        let old = (m.bases.take(), m.rank_of_pe.take(), m.pe_of_rank.take());
+        self.store(m);
+        Self::pool(m, old);
     }
 
     pub fn heap(&self) -> Option<Heap> {
