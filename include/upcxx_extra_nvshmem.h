@@ -55,7 +55,8 @@ typedef enum upcxx_extra_nvshmem_status_t {
    */
   UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK = 8,
   /**
-   * No peer table has been set (`upcxx_extra_nvshmem_set_peers`).
+   * No heap is known (`heap_query` / `attach` first), or no peer table has been set
+   * (`upcxx_extra_nvshmem_set_peers`). The translation calls never run discovery.
    */
   UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET = 9,
   /**

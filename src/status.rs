@@ -30,7 +30,8 @@ pub enum UpcxxExtraNvshmemStatus {
     BadPe = 7,
     /// The UPC++ rank is negative, out of range, or not in the table.
     BadRank = 8,
-    /// No peer table has been set (`upcxx_extra_nvshmem_set_peers`).
+    /// No heap is known (`heap_query` / `attach` first), or no peer table has been set
+    /// (`upcxx_extra_nvshmem_set_peers`). The translation calls never run discovery.
     TableNotSet = 9,
     /// An argument is out of its allowed range (a size of 0, an overflowing range, duplicate ranks...).
     InvalidArgument = 10,
