@@ -10,20 +10,20 @@ lines are taken when there are several). Needs matplotlib (pip install matplotli
 import re
 import sys
 
-SERIES = ["heap.copy put", "heap.copy get", "upcxx::copy put", "nvshmem_putmem + quiet"]
+SERIES = ["heap.copy put", "heap.copy get", "upcxx::copy put", "nvshmem_putmem + quiet", "cudaMemcpyAsync by hand"]
 
 
 def parse(text):
     rows, seen = [], set()
     for line in text.splitlines():
-        m = re.match(r"\s*COPYBENCH (\d+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) \|", line)
+        m = re.match(r"\s*COPYBENCH (\d+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) ([\d.]+) \|", line)
         if not m:
             continue
         size = int(m.group(1))
         if size in seen:  # a second run starts: keep the first
             break
         seen.add(size)
-        rows.append((size, [float(m.group(i)) for i in range(2, 6)]))
+        rows.append((size, [float(m.group(i)) for i in range(2, 7)]))
     return rows
 
 
