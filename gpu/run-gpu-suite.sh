@@ -3,7 +3,7 @@
 # the installed upcxx-extra-nvshmem, then runs 2 PEs under mpirun in every configuration the
 # issues ask for. Run it on a machine with >= 2 GPUs, Open MPI and nvcc:
 #   UXN_PREFIX=<install prefix of this library> gpu/run-gpu-suite.sh [outdir]
-# Prints everything; the output is what docs/gpu-results.md records.
+# Prints everything; docs/gpu-results.md says what its runs proved.
 set -u
 OUTDIR=${1:-/tmp/uxn-gpu}
 mkdir -p "$OUTDIR"
@@ -53,27 +53,10 @@ if [ -x "$PREFIX/bin/bench_translate" ]; then
   run "$PREFIX/bin/bench_translate" --max-pes 1048576
 fi
 
-# ---- The UPC++ layer: needs an installed UPC++ 2020.10.0 with CUDA (carried as .upcxx/*.tar.gz,
-# built outside this repo; see docs/gpu-results.md for versions and flags).
-if [ -f .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz ] && [ ! -x /opt/upcxx/bin/upcxx-meta ]; then
-  tar xzf .upcxx/upcxx-2020.10.0-cuda-opt-only.tar.gz -C /opt
-  # The install's flags name /work/cuda-home (where it was configured): point it at this
-  # machine's CUDA toolkit (full headers, libcudart_static, the libcuda stub for linking).
-  mkdir -p /work
-  if [ -e /usr/local/cuda/include/nv/target ]; then ln -sfn /usr/local/cuda /work/cuda-home
-  else tar xzf .upcxx/cuda-home-13.0.88.tar.gz -C /work; fi
-fi
-UPCXX_INSTALL=${UPCXX_INSTALL:-/opt/upcxx}
-if [ -x "$UPCXX_INSTALL/bin/upcxx-meta" ]; then
-  export UPCXX_NETWORK=smp UPCXX_CODEMODE=opt UPCXX_THREADMODE=seq
-  for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp; do
-    NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$UPCXX_INSTALL" bash tests/cxx/build-upcxx-program.sh \
-      "$prog" "$OUTDIR/$(basename "$prog" .cpp)" || echo "BUILD FAILED: $prog"
-  done
-  export UPCXX_SHARED_HEAP_SIZE=${UPCXX_SHARED_HEAP_SIZE:-1GB}
-  run "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_upcxx_copy"
-  run NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_upcxx_copy"
-  run "$UPCXX_INSTALL/bin/upcxx-run" -n 2 "$OUTDIR/nvshmem_hpp_test"
+# ---- The UPC++ layer: gpu/run-upcxx-suite.sh, against the UPC++ releases of ../shared/upcxx
+# (carry its setup.sh and tarballs, name the folder in UXN_UPCXX_DIR).
+if [ -n "${UXN_UPCXX_DIR:-}" ]; then
+  UXN_PREFIX="$PREFIX" bash gpu/run-upcxx-suite.sh "$OUTDIR/upcxx"
 else
-  echo "SKIPPED: UPC++ not installed (no $UPCXX_INSTALL/bin/upcxx-meta)"
+  echo "SKIPPED: the UPC++ layer (set UXN_UPCXX_DIR to a folder with ../shared/upcxx's setup.sh and tarballs)"
 fi
