@@ -39,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -352,7 +353,11 @@ public:
         std::size_t fast = 0;      // CUDA async copy through NVSHMEM's P2P mapping
         std::size_t fallback = 0;  // upcxx::copy
     };
-    copy_counts copies() const noexcept { return copy_ ? copy_->counts : copy_counts{}; }
+    copy_counts copies() const {
+        if (!copy_) return copy_counts{};
+        std::lock_guard<std::mutex> lock(copy_->mu);
+        return copy_->counts;
+    }
 
     /// upcxx::copy's argument order and element count, for device global pointers into this heap
     /// (and raw symmetric addresses of this PE's heap, the overloads below). When both ranges lie
@@ -389,10 +394,12 @@ public:
         void *from = mapped_here(src, bytes, "source");
         void *to = mapped_here(dst, bytes, "destination");
         if (!from || !to || copy_->force_fallback) {
-            copy_->counts.fallback++;
+            {
+                std::lock_guard<std::mutex> lock(copy_->mu);
+                copy_->counts.fallback++;
+            }
             return upcxx::copy(src, dst, count);
         }
-        copy_->counts.fast++;
         return fast_copy(to, from, bytes);
     }
     template <class T>
@@ -413,9 +420,13 @@ public:
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued,
     /// since the last call; nothing otherwise.
     void check_copies() {
-        if (!copy_ || copy_->error.empty()) return;
+        if (!copy_) return;
         std::string e;
-        e.swap(copy_->error);
+        {
+            std::lock_guard<std::mutex> lock(copy_->mu);
+            e.swap(copy_->error);
+        }
+        if (e.empty()) return;
         throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, e);
     }
 
@@ -425,21 +436,23 @@ private:
         cudaStream_t stream = nullptr;
         bool force_fallback = false;
         copy_counts counts;
-        std::string error;  // the first fast copy that failed after it was issued
+        std::string error;                // the first fast copy that failed after it was issued
+        std::vector<cudaEvent_t> events;  // reused: creating one per copy costs microseconds
+        std::mutex mu;                    // the above, for copies from several threads (par)
         ~copy_state() {
             if (stream) {
                 cudaStreamSynchronize(stream);
                 cudaStreamDestroy(stream);
             }
+            for (cudaEvent_t e : events) cudaEventDestroy(e);
         }
     };
-    // One fast copy in flight, completed on the initiating persona by whichever comes first:
-    // (1) polling its event from LPCs on that persona for up to `poll_window` after issue
-    //     (UPC++ runs an LPC that re-enqueues itself within the same progress call, so this is
-    //     a bounded spin: it completes copies that land soon at once);
-    // (2) a CUDA host function on the stream, which posts an LPC when the copy has landed (no
-    //     spin, about 35-45 us later).
-    // Both run on the initiator's thread; `refs` counts the two until the object can go.
+    // One fast copy in flight, completed on the initiating persona. Its event is polled from
+    // LPCs on that persona for up to `poll_window` after issue (UPC++ runs an LPC that re-enqueues
+    // itself within the same progress call, so this is a bounded spin that completes a copy as
+    // soon as it lands); a copy still in flight then gets a CUDA host function on the stream,
+    // which posts the completing LPC when it lands (no spin; about 35 us later). Everything but
+    // the host function's lpc_ff runs on the initiator's thread.
     struct copy_done {
         copy_done(std::shared_ptr<copy_state> s, upcxx::persona *p)
             : state(std::move(s)), initiator(p), issued(std::chrono::steady_clock::now()) {}
@@ -448,46 +461,33 @@ private:
         upcxx::promise<> done;
         cudaEvent_t event = nullptr;
         std::chrono::steady_clock::time_point issued;
-        int refs = 2;
-        bool fulfilled = false;
     };
     static constexpr std::chrono::microseconds poll_window{100};
 
     static void complete(copy_done *d, cudaError_t e) {
-        if (d->fulfilled) return;
-        if (e != cudaSuccess && d->state->error.empty())
-            d->state->error = std::string("nvshmem_heap::copy: a CUDA copy failed: ") + cudaGetErrorString(e);
-        d->fulfilled = true;
+        {
+            std::lock_guard<std::mutex> lock(d->state->mu);
+            if (e != cudaSuccess && d->state->error.empty())
+                d->state->error = std::string("nvshmem_heap::copy: a CUDA copy failed: ") + cudaGetErrorString(e);
+            d->state->events.push_back(d->event);
+        }
         d->done.fulfill_anonymous(1);
-    }
-    static void release(copy_done *d) {
-        if (--d->refs > 0) return;
-        if (d->event) cudaEventDestroy(d->event);
         delete d;
     }
     struct copy_poll {
         copy_done *d;
         void operator()() const {
-            if (!d->fulfilled) {
-                cudaError_t e = d->event ? cudaEventQuery(d->event) : cudaErrorNotReady;
-                if (e != cudaErrorNotReady) {
-                    complete(d, e);
-                } else if (std::chrono::steady_clock::now() - d->issued < poll_window) {
-                    d->initiator->lpc_ff(copy_poll{d});
-                    return;
-                }  // else: the window is over; the host function completes it
-            }
-            release(d);
+            cudaError_t e = cudaEventQuery(d->event);
+            if (e != cudaErrorNotReady) return complete(d, e);
+            if (std::chrono::steady_clock::now() - d->issued < poll_window) return d->initiator->lpc_ff(copy_poll{d});
+            if (cudaLaunchHostFunc(d->state->stream, copy_landed, d) != cudaSuccess)
+                complete(d, cudaEventSynchronize(d->event));  // cannot wait asynchronously: wait here
         }
     };
     static void CUDART_CB copy_landed(void *arg) {
         // A CUDA thread: no CUDA call here; lpc_ff is safe from any thread (an MPSC inbox).
         copy_done *d = static_cast<copy_done *>(arg);
-        d->initiator->lpc_ff([d] {
-            cudaError_t e = cudaStreamQuery(d->state->stream);
-            complete(d, e == cudaErrorNotReady ? cudaSuccess : e);
-            release(d);
-        });
+        d->initiator->lpc_ff([d] { complete(d, cudaEventQuery(d->event)); });
     }
 
     // Copies up to this size are waited for in the call and return a ready future: they take
@@ -497,6 +497,7 @@ private:
 
     upcxx::future<> fast_copy(void *to, const void *from, std::size_t bytes) {
         cudaError_t e = cudaSuccess;
+        std::unique_lock<std::mutex> lock(copy_->mu);
         if (!copy_->stream) {
             int cur = -1;
             cudaGetDevice(&cur);
@@ -504,6 +505,8 @@ private:
             e = cudaStreamCreateWithFlags(&copy_->stream, cudaStreamNonBlocking);
             if (cur != info_.device && cur >= 0) cudaSetDevice(cur);
         }
+        copy_->counts.fast++;
+        lock.unlock();
         if (e == cudaSuccess) e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, copy_->stream);
         if (e == cudaSuccess && bytes <= sync_copy_max) e = cudaStreamSynchronize(copy_->stream);
         if (e != cudaSuccess)
@@ -513,16 +516,25 @@ private:
         if (bytes <= sync_copy_max) return upcxx::make_future();
         copy_done *d = new copy_done(copy_, &upcxx::current_persona());
         upcxx::future<> f = d->done.get_future();
-        if (cudaEventCreateWithFlags(&d->event, cudaEventDisableTiming) != cudaSuccess ||
-            cudaEventRecord(d->event, copy_->stream) != cudaSuccess) {
-            if (d->event) cudaEventDestroy(d->event);
-            d->event = nullptr;  // no polling: the host function alone completes it
+        lock.lock();
+        if (!copy_->events.empty()) {
+            d->event = copy_->events.back();
+            copy_->events.pop_back();
         }
-        if (cudaLaunchHostFunc(copy_->stream, copy_landed, d) != cudaSuccess) {
+        lock.unlock();
+        if (!d->event && cudaEventCreateWithFlags(&d->event, cudaEventDisableTiming) != cudaSuccess) d->event = nullptr;
+        if (!d->event || cudaEventRecord(d->event, copy_->stream) != cudaSuccess) {
             // The copy is issued: wait for it here rather than lose it.
-            complete(d, cudaStreamSynchronize(copy_->stream));
-            release(d);
-            release(d);
+            cudaError_t w = cudaStreamSynchronize(copy_->stream);
+            if (d->event) {
+                complete(d, w);
+            } else {
+                std::lock_guard<std::mutex> guard(copy_->mu);
+                if (w != cudaSuccess && copy_->error.empty())
+                    copy_->error = std::string("nvshmem_heap::copy: a CUDA copy failed: ") + cudaGetErrorString(w);
+                d->done.fulfill_anonymous(1);
+                delete d;
+            }
             return f;
         }
         upcxx::current_persona().lpc_ff(copy_poll{d});
