@@ -49,20 +49,24 @@ def main(argv):
         return 65
     print("| size | " + " | ".join(f"{s} (us)" for s in SERIES) + " | heap.copy put / nvshmem_putmem bandwidth | heap.copy put / upcxx::copy bandwidth |")
     print("|---" * (len(SERIES) + 3) + "|")
+    def ratio(a, b, fmt):
+        return fmt.format(a / b) if a > 0 and b > 0 else "n/a"
+
     for size, us in rows:
-        print(f"| {human(size)} | " + " | ".join(f"{u:.2f}" for u in us) + f" | {us[3] / us[0]:.2f}x | {us[2] / us[0]:.1f}x |")
+        print(f"| {human(size)} | " + " | ".join(f"{u:.2f}" if u > 0 else "not timed" for u in us)
+              + f" | {ratio(us[3], us[0], '{:.2f}x')} | {ratio(us[2], us[0], '{:.1f}x')} |")
     if len(args) > 1:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        sizes = [r[0] for r in rows]
         fig, (bw, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
         for i, name in enumerate(SERIES):
-            us = [r[1][i] for r in rows]
-            bw.plot(sizes, [s / u / 1e3 for s, u in zip(sizes, us)], marker="o", label=name)
-            lat.plot(sizes, us, marker="o", label=name)
+            pts = [(r[0], r[1][i]) for r in rows if r[1][i] > 0]  # 0: not timed
+            xs, us = [p[0] for p in pts], [p[1] for p in pts]
+            bw.plot(xs, [s / u / 1e3 for s, u in zip(xs, us)], marker="o", label=name)
+            lat.plot(xs, us, marker="o", label=name)
         for ax, ylabel in ((bw, "bandwidth (GB/s)"), (lat, "time per copy, completion included (us)")):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
