@@ -11,7 +11,21 @@ fn main() {
     let abi = if major == "0" { format!("0.{minor}") } else { major };
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libupcxx_extra_nvshmem.so.{abi}");
     println!("cargo:rerun-if-changed=cbindgen.toml");
-    let config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
+    let mut config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
+    // Version macros from Cargo.toml's version (one source of truth), for #if in users' code.
+    let v = |k: &str| std::env::var(k).unwrap();
+    config.after_includes = Some(format!(
+        "\n/** The version of upcxx-extra-nvshmem this header belongs to (`upcxx_extra_nvshmem_version()` says the library's). */\n\
+         #define UPCXX_EXTRA_NVSHMEM_VERSION_MAJOR {}\n#define UPCXX_EXTRA_NVSHMEM_VERSION_MINOR {}\n\
+         #define UPCXX_EXTRA_NVSHMEM_VERSION_PATCH {}\n#define UPCXX_EXTRA_NVSHMEM_VERSION_STRING \"{}\"\n\
+         /** Thread safety: every function may be called from any thread; none waits on another process; the translation\n\
+         \x20* functions are lock-free. Process-wide state: the heap, its peer table and the selected resolution step;\n\
+         \x20* thread-local: the last error message. Each function below lists the statuses it returns. */",
+        v("CARGO_PKG_VERSION_MAJOR"),
+        v("CARGO_PKG_VERSION_MINOR"),
+        v("CARGO_PKG_VERSION_PATCH"),
+        v("CARGO_PKG_VERSION")
+    ));
     cbindgen::Builder::new()
         .with_crate(&crate_dir)
         .with_config(config)

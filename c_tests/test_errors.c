@@ -26,6 +26,12 @@ int main(int argc, char **argv) {
   CHECK(strcmp(upcxx_extra_nvshmem_last_error(), "") == 0, "last_error before any failure: \"%s\"", upcxx_extra_nvshmem_last_error());
   CHECK(strcmp(upcxx_extra_nvshmem_version(), "@never@") != 0 && upcxx_extra_nvshmem_version()[0] != '\0', "version is empty");
 
+  /* The header's version macros name the library they belong to. */
+  CHECK(strcmp(UPCXX_EXTRA_NVSHMEM_VERSION_STRING, upcxx_extra_nvshmem_version()) == 0, "header %s, library %s",
+        UPCXX_EXTRA_NVSHMEM_VERSION_STRING, upcxx_extra_nvshmem_version());
+  CHECK(UPCXX_EXTRA_NVSHMEM_VERSION_MAJOR >= 0 && UPCXX_EXTRA_NVSHMEM_VERSION_MINOR >= 0 && UPCXX_EXTRA_NVSHMEM_VERSION_PATCH >= 0,
+        "version macros");
+
   /* strerror: every status has its own description; unknown values do not crash. */
   for (int s = 0; s <= UPCXX_EXTRA_NVSHMEM_STATUS_PANIC; s++) {
     const char *d = upcxx_extra_nvshmem_strerror(s);

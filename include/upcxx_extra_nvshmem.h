@@ -11,6 +11,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/** The version of upcxx-extra-nvshmem this header belongs to (`upcxx_extra_nvshmem_version()` says the library's). */
+#define UPCXX_EXTRA_NVSHMEM_VERSION_MAJOR 0
+#define UPCXX_EXTRA_NVSHMEM_VERSION_MINOR 1
+#define UPCXX_EXTRA_NVSHMEM_VERSION_PATCH 0
+#define UPCXX_EXTRA_NVSHMEM_VERSION_STRING "0.1.0"
+/** Thread safety: every function may be called from any thread; none waits on another process; the translation
+ * functions are lock-free. Process-wide state: the heap, its peer table and the selected resolution step;
+ * thread-local: the last error message. Each function below lists the statuses it returns. */
+
 /**
  * The result of every call of the C ABI.
  *
@@ -220,7 +229,11 @@ extern "C" {
 
 /**
  * Describes the local symmetric heap: the attached one (source MANUAL) or, otherwise, NVSHMEM's,
- * found, read live and validated now.
+ * found, read live and validated now (and published for translation).
+ *
+ * Statuses: OK; NULL_ARGUMENT; NOT_LOADED; NOT_INITIALIZED; UNSUPPORTED_LAYOUT;
+ * VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3).
+ * Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_heap_query(struct upcxx_extra_nvshmem_heap_info_t *out);
 
@@ -246,7 +259,10 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_heap_query(struct upcxx_ex
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_attach(const struct upcxx_extra_nvshmem_heap_info_t *info);
 
 /**
- * Forgets the heap and the peer table (attached or discovered).
+ * Forgets the heap and the peer table (attached or discovered). Twice is harmless.
+ *
+ * Statuses: OK. Process-wide state; thread safety: any thread (a writer; translation on other
+ * threads sees the old table or none, never a mix).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_detach(void);
 
@@ -261,7 +277,13 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_offset(const void *addr, s
 
 /**
  * Fills the table: `peers[pe]` is PE `pe`'s UPC++ rank and heap base. `n_pes` must equal the
- * heap's PE count and `peers[my_pe].base` the local heap base.
+ * heap's PE count and `peers[my_pe].base` the local heap base. Runs discovery when no heap is
+ * known yet.
+ *
+ * Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (`n_pes` <= 0 or not the heap's, my entry's
+ * base not my heap's, a base that cannot hold the heap); BAD_RANK (ranks not a permutation of
+ * 0..n_pes-1); the statuses of `heap_query` when discovery runs. Process-wide state; thread
+ * safety: any thread (a writer; translation on other threads sees the old or the new table).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_set_peers(int n_pes,
                                                                 const struct upcxx_extra_nvshmem_peer_t *peers);
@@ -269,11 +291,20 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_set_peers(int n_pes,
 /**
  * Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
  * array), and `pe_to_rank[pe]` as PE -> rank map (NULL = identity; else `n_pes` entries).
+ *
+ * Statuses: OK; BAD_RANK (the map is not a permutation); CUDA_ERROR (reading the device array);
+ * UNSUPPORTED_LAYOUT (no such array); the statuses of `heap_query`'s discovery, which always
+ * runs (a heap attached by hand has no NVSHMEM table: use `set_peers`). Process-wide state;
+ * thread safety: any thread (a writer).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_set_peers_from_nvshmem(const int *pe_to_rank);
 
 /**
  * The global pointer to PE `pe`'s copy of the symmetric object at `sym_addr` (a local heap address).
+ *
+ * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap, or no peer table; never runs discovery);
+ * OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
+ * (a sequence-locked read: the answer comes from one table even while another thread replaces it).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_to_global_ptr(const void *sym_addr,
                                                                     int pe,
@@ -300,6 +331,9 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_local_ptr(int rank,
 
 /**
  * The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
+ *
+ * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery); BAD_RANK; OUT_OF_HEAP (`raw`
+ * outside the heap of the rank's PE). Thread safety: any thread, lock-free, as `to_global_ptr`.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_global_ptr(int rank,
                                                                       const void *raw,
@@ -307,50 +341,69 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_global_ptr(int rank,
                                                                       int *pe);
 
 /**
- * A static description of a status (any integer is accepted).
+ * A static description of a status (any integer is accepted: "unknown status" for others).
+ * Never NULL. Thread safety: any thread.
  */
 const char *upcxx_extra_nvshmem_strerror(int status);
 
 /**
- * The detail of the last failure on this thread (names the address, heap range, PE). Valid
- * until the next failing call on this thread; "" when nothing has failed.
+ * The detail of the last failure on this thread (names the function, address, heap range, PE).
+ * Valid until the next failing call on this thread; "" when nothing has failed. Never NULL.
+ * Thread safety: any thread (thread-local).
  */
 const char *upcxx_extra_nvshmem_last_error(void);
 
 /**
  * Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
  * in order, DLSYM, SYMTAB or CUMODULE). Overrides `UPCXX_EXTRA_NVSHMEM_SOURCE`.
+ *
+ * Statuses: OK; INVALID_ARGUMENT (not a step: MANUAL, or an unknown value). Process-wide state;
+ * thread safety: any thread (affects later discoveries on every thread).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_select_source(int source);
 
 /**
  * Runs one resolution step (`source`, or NONE for the first that works) and says where it
  * finds NVSHMEM's state. Needs no initialised NVSHMEM for DLSYM and SYMTAB.
+ *
+ * Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (not a step); NOT_LOADED; STEP_UNAVAILABLE;
+ * NOT_INITIALIZED and CUDA_ERROR (CUMODULE). Reads only; thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_locate(int source,
                                                              struct upcxx_extra_nvshmem_location_t *out);
 
 /**
  * Bytes of heap memory the current peer table holds (0 for uniform bases with PE == rank).
+ *
+ * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery). Thread safety: any thread,
+ * lock-free.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_table_bytes(size_t *out);
 
 /**
  * Writes the doctor's report for this process (library, steps, layout check, and, when NVSHMEM
- * is initialised, base, sizes, PE, device, the step that served, validation) to `file`.
+ * is initialised, base, sizes, PE, device, the step that served, validation; a heap attached
+ * by hand as such) to `file`.
+ *
+ * Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (the write failed). Thread safety: any thread
+ * (it may run discovery, a writer).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_report(FILE *file);
 
 /**
  * Like `upcxx_extra_nvshmem_report`, into `buf` (`len` bytes, NUL-terminated). `*needed`
- * (optional) receives the size including the NUL; BUFFER_TOO_SMALL when it does not fit.
+ * (optional) receives the size including the NUL.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`buf` NULL with `len` > 0); BUFFER_TOO_SMALL (nothing written but
+ * `*needed`). Thread safety: as `upcxx_extra_nvshmem_report`.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_report_buffer(char *buf,
                                                                     size_t len,
                                                                     size_t *needed);
 
 /**
- * This library's version, e.g. "0.1.0".
+ * This library's version, e.g. "0.1.0" (the header's `UPCXX_EXTRA_NVSHMEM_VERSION_STRING` is the
+ * version it was generated with). Never NULL. Thread safety: any thread.
  */
 const char *upcxx_extra_nvshmem_version(void);
 

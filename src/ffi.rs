@@ -156,7 +156,11 @@ fn current_heap() -> Result<Heap> {
 }
 
 /// Describes the local symmetric heap: the attached one (source MANUAL) or, otherwise, NVSHMEM's,
-/// found, read live and validated now.
+/// found, read live and validated now (and published for translation).
+///
+/// Statuses: OK; NULL_ARGUMENT; NOT_LOADED; NOT_INITIALIZED; UNSUPPORTED_LAYOUT;
+/// VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3).
+/// Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_heap_query", || {
@@ -216,7 +220,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshm
     })
 }
 
-/// Forgets the heap and the peer table (attached or discovered).
+/// Forgets the heap and the peer table (attached or discovered). Twice is harmless.
+///
+/// Statuses: OK. Process-wide state; thread safety: any thread (a writer; translation on other
+/// threads sees the old table or none, never a mix).
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_detach", || {
@@ -243,7 +250,13 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
 }
 
 /// Fills the table: `peers[pe]` is PE `pe`'s UPC++ rank and heap base. `n_pes` must equal the
-/// heap's PE count and `peers[my_pe].base` the local heap base.
+/// heap's PE count and `peers[my_pe].base` the local heap base. Runs discovery when no heap is
+/// known yet.
+///
+/// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (`n_pes` <= 0 or not the heap's, my entry's
+/// base not my heap's, a base that cannot hold the heap); BAD_RANK (ranks not a permutation of
+/// 0..n_pes-1); the statuses of `heap_query` when discovery runs. Process-wide state; thread
+/// safety: any thread (a writer; translation on other threads sees the old or the new table).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const UpcxxExtraNvshmemPeer) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_set_peers", || {
@@ -264,6 +277,11 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
 /// array), and `pe_to_rank[pe]` as PE -> rank map (NULL = identity; else `n_pes` entries).
+///
+/// Statuses: OK; BAD_RANK (the map is not a permutation); CUDA_ERROR (reading the device array);
+/// UNSUPPORTED_LAYOUT (no such array); the statuses of `heap_query`'s discovery, which always
+/// runs (a heap attached by hand has no NVSHMEM table: use `set_peers`). Process-wide state;
+/// thread safety: any thread (a writer).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_set_peers_from_nvshmem", || {
@@ -292,6 +310,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: 
 }
 
 /// The global pointer to PE `pe`'s copy of the symmetric object at `sym_addr` (a local heap address).
+///
+/// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap, or no peer table; never runs discovery);
+/// OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
+/// (a sequence-locked read: the answer comes from one table even while another thread replaces it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
     sym_addr: *const c_void,
@@ -365,6 +387,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
 }
 
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
+///
+/// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery); BAD_RANK; OUT_OF_HEAP (`raw`
+/// outside the heap of the rank's PE). Thread safety: any thread, lock-free, as `to_global_ptr`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
     rank: c_int,
@@ -407,7 +432,8 @@ extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *m
     })
 }
 
-/// A static description of a status (any integer is accepted).
+/// A static description of a status (any integer is accepted: "unknown status" for others).
+/// Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
     boundary_value(c"internal error".as_ptr(), || {
@@ -418,8 +444,9 @@ pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
     })
 }
 
-/// The detail of the last failure on this thread (names the address, heap range, PE). Valid
-/// until the next failing call on this thread; "" when nothing has failed.
+/// The detail of the last failure on this thread (names the function, address, heap range, PE).
+/// Valid until the next failing call on this thread; "" when nothing has failed. Never NULL.
+/// Thread safety: any thread (thread-local).
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
     boundary_value(c"".as_ptr(), crate::status::last_error_ptr)
@@ -427,6 +454,9 @@ pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
 
 /// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
 /// in order, DLSYM, SYMTAB or CUMODULE). Overrides `UPCXX_EXTRA_NVSHMEM_SOURCE`.
+///
+/// Statuses: OK; INVALID_ARGUMENT (not a step: MANUAL, or an unknown value). Process-wide state;
+/// thread safety: any thread (affects later discoveries on every thread).
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_select_source", || {
@@ -440,6 +470,9 @@ pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtra
 
 /// Runs one resolution step (`source`, or NONE for the first that works) and says where it
 /// finds NVSHMEM's state. Needs no initialised NVSHMEM for DLSYM and SYMTAB.
+///
+/// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (not a step); NOT_LOADED; STEP_UNAVAILABLE;
+/// NOT_INITIALIZED and CUDA_ERROR (CUMODULE). Reads only; thread safety: any thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut UpcxxExtraNvshmemLocation) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_locate", || {
@@ -469,6 +502,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut Upc
 }
 
 /// Bytes of heap memory the current peer table holds (0 for uniform bases with PE == rank).
+///
+/// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery). Thread safety: any thread,
+/// lock-free.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_table_bytes", || {
@@ -483,7 +519,11 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> Upc
 }
 
 /// Writes the doctor's report for this process (library, steps, layout check, and, when NVSHMEM
-/// is initialised, base, sizes, PE, device, the step that served, validation) to `file`.
+/// is initialised, base, sizes, PE, device, the step that served, validation; a heap attached
+/// by hand as such) to `file`.
+///
+/// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (the write failed). Thread safety: any thread
+/// (it may run discovery, a writer).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_report", || {
@@ -498,7 +538,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> Up
 }
 
 /// Like `upcxx_extra_nvshmem_report`, into `buf` (`len` bytes, NUL-terminated). `*needed`
-/// (optional) receives the size including the NUL; BUFFER_TOO_SMALL when it does not fit.
+/// (optional) receives the size including the NUL.
+///
+/// Statuses: OK; NULL_ARGUMENT (`buf` NULL with `len` > 0); BUFFER_TOO_SMALL (nothing written but
+/// `*needed`). Thread safety: as `upcxx_extra_nvshmem_report`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_report_buffer", || {
@@ -523,7 +566,8 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len
     })
 }
 
-/// This library's version, e.g. "0.1.0".
+/// This library's version, e.g. "0.1.0" (the header's `UPCXX_EXTRA_NVSHMEM_VERSION_STRING` is the
+/// version it was generated with). Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_version() -> *const c_char {
     boundary_value(c"".as_ptr(), || {
