@@ -1,5 +1,5 @@
 //! Generates the C header with cbindgen into `$OUT_DIR`; the checked-in copy under `include/` is
-//! compared with it by `tests/header_drift.rs` (and rewritten by `UPCXX_EXTRA_NVSHMEM_BLESS=1`).
+//! compared with it by `tests/build_header_drift.rs` (and rewritten by `UPCXX_EXTRA_NVSHMEM_BLESS=1`).
 
 fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();

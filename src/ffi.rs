@@ -1,6 +1,6 @@
 //! The C ABI. Every exported function runs its body inside the panic boundary
 //! ([`crate::status::boundary`], or [`crate::status::boundary_hot`] for the two translation
-//! calls, whose slow paths are full boundaries); `tests/panic_boundary.rs` fails if one does not.
+//! calls, whose slow paths are full boundaries); `tests/build_panic_boundary.rs` fails if one does not.
 
 use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
 use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_hot, boundary_value};
