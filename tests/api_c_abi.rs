@@ -1,5 +1,6 @@
 //! The C ABI on host memory (attach), in a process where NVSHMEM is never loaded.
 
+mod common;
 use std::ffi::{CStr, c_void};
 use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
@@ -35,18 +36,7 @@ fn statuses_messages_and_misuse() {
     // attach on host memory: translation works, the descriptions of bad input are precise.
     let heap = vec![0u8; 4096];
     let base = heap.as_ptr() as *mut c_void;
-    let good = UpcxxExtraNvshmemHeapInfo {
-        base,
-        size: heap.len(),
-        mapped_size: heap.len(),
-        my_pe: 1,
-        n_pes: 2,
-        device: -1,
-        version_major: -1,
-        version_minor: -1,
-        version_patch: -1,
-        source: Source::None,
-    };
+    let good = common::heap_info(base, heap.len(), 1, 2);
     for (bad, want, needle) in [
         (UpcxxExtraNvshmemHeapInfo { base: std::ptr::null_mut(), ..good }, Status::InvalidArgument, "base is NULL"),
         (UpcxxExtraNvshmemHeapInfo { size: 0, ..good }, Status::InvalidArgument, "size is 0"),

@@ -5,10 +5,10 @@
 //!
 //! The library's table is one per process, so the tests take a lock and start detached.
 
+mod common;
 use std::ffi::{CStr, c_int, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard};
-use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
 use upcxx_extra_nvshmem::status::Status;
 
@@ -30,18 +30,7 @@ fn p(a: usize) -> *mut c_void {
 }
 
 fn info(base: usize, size: usize, my_pe: c_int, n_pes: c_int) -> UpcxxExtraNvshmemHeapInfo {
-    UpcxxExtraNvshmemHeapInfo {
-        base: p(base),
-        size,
-        mapped_size: 0,
-        my_pe,
-        n_pes,
-        device: 5,
-        version_major: -1,
-        version_minor: -1,
-        version_patch: -1,
-        source: Source::None,
-    }
+    UpcxxExtraNvshmemHeapInfo { mapped_size: 0, device: 5, ..common::heap_info(p(base), size, my_pe, n_pes) }
 }
 
 fn attach(i: UpcxxExtraNvshmemHeapInfo) -> Status {

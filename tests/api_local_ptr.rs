@@ -1,8 +1,8 @@
 //! upcxx_extra_nvshmem_local_ptr on host memory (attach), in a process where NVSHMEM is never
 //! loaded: its own test binary, since the table is process-wide.
 
+mod common;
 use std::ffi::{CStr, c_void};
-use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
 use upcxx_extra_nvshmem::status::Status;
 
@@ -16,18 +16,7 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     // rank 1 elsewhere. No NVSHMEM here, so only the local PE's bytes are mapped in this process.
     let heap = vec![0u8; 4096];
     let base = heap.as_ptr() as *mut c_void;
-    let info = UpcxxExtraNvshmemHeapInfo {
-        base,
-        size: heap.len(),
-        mapped_size: heap.len(),
-        my_pe: 1,
-        n_pes: 2,
-        device: -1,
-        version_major: -1,
-        version_minor: -1,
-        version_patch: -1,
-        source: Source::None,
-    };
+    let info = common::heap_info(base, heap.len(), 1, 2);
     let (mut local, mut sym, mut pe) = (std::ptr::null_mut(), std::ptr::null_mut(), -1);
     let at = |p: *mut c_void, off: usize| unsafe { (p as *mut u8).add(off) } as *mut c_void;
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);

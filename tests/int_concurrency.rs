@@ -9,6 +9,7 @@
 //! printed, not asserted: it depends mostly on the host's single-core clock (BENCHMARKS.md,
 //! section 5).
 
+mod common;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,18 +38,7 @@ fn rank_of(k: usize, pe: usize) -> i32 {
 }
 
 fn attach() {
-    let info = UpcxxExtraNvshmemHeapInfo {
-        base: my_base() as *mut c_void,
-        size: HEAP,
-        mapped_size: HEAP,
-        my_pe: ME as i32,
-        n_pes: N as i32,
-        device: 0,
-        version_major: -1,
-        version_minor: -1,
-        version_patch: -1,
-        source: Source::Manual,
-    };
+    let info = UpcxxExtraNvshmemHeapInfo { device: 0, ..common::heap_info(my_base() as *mut c_void, HEAP, ME as i32, N as i32) };
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
 }
 

@@ -240,7 +240,6 @@ fn nothing_found_is_unsupported_and_says_so() {
 #[test]
 fn in_job_report_after_attach_reports_the_manual_heap() {
     use std::ffi::{CStr, c_void};
-    use upcxx_extra_nvshmem::discovery::Source;
     use upcxx_extra_nvshmem::ffi::*;
     use upcxx_extra_nvshmem::status::Status;
 
@@ -260,18 +259,7 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
 
     let heap = vec![0u8; 8192];
     let base = heap.as_ptr() as *mut c_void;
-    let info = UpcxxExtraNvshmemHeapInfo {
-        base,
-        size: heap.len(),
-        mapped_size: heap.len(),
-        my_pe: 1,
-        n_pes: 3,
-        device: -1,
-        version_major: -1,
-        version_minor: -1,
-        version_patch: -1,
-        source: Source::None,
-    };
+    let info = common::heap_info(base, heap.len(), 1, 3);
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
     // Translation works on the attached heap ...
     let mut off = 0usize;

@@ -1,7 +1,27 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+use std::ffi::c_void;
 use std::path::PathBuf;
+use upcxx_extra_nvshmem::discovery::Source;
+use upcxx_extra_nvshmem::ffi::UpcxxExtraNvshmemHeapInfo;
+
+/// A heap description for `upcxx_extra_nvshmem_attach`: `size` bytes at `base`, all mapped,
+/// PE `my_pe` of `n_pes`, device and versions unknown (tests change fields with `..`).
+pub fn heap_info(base: *mut c_void, size: usize, my_pe: i32, n_pes: i32) -> UpcxxExtraNvshmemHeapInfo {
+    UpcxxExtraNvshmemHeapInfo {
+        base,
+        size,
+        mapped_size: size,
+        my_pe,
+        n_pes,
+        device: -1,
+        version_major: -1,
+        version_minor: -1,
+        version_patch: -1,
+        source: Source::None,
+    }
+}
 
 /// The `.../nvidia/nvshmem` directories of the pip-installed NVSHMEM releases to test against:
 /// `UXN_NVSHMEM_ROOTS` (colon-separated), else `$UXN_CACHE` or `~/.cache/upcxx-extra-nvshmem`
