@@ -88,47 +88,51 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
+/// One model: `setup` builds the table before the reader starts; the reader translates while
+/// `write` changes the table; every answer must come from one of `seen` (None: no table).
+fn race(setup: fn(&Table), seen: fn() -> Vec<Option<Vec<PeerSpec>>>, write: fn(&Table)) {
+    model(move || {
+        let t = Arc::new(Table::new());
+        setup(&t);
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || read_and_check(&t, &seen()))
+        };
+        write(&t);
+        r.join().unwrap();
+    });
+}
+
+fn with_heap(t: &Table) {
+    t.set_heap(Some(heap(2)));
+}
+
 /// A reader while the first table is published (before: heap, no peers).
 #[test]
 fn reader_against_publish() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[None, Some(specs(2, 0))]))
-        };
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        r.join().unwrap();
-    });
+    race(with_heap, || vec![None, Some(specs(2, 0))], |t| t.set_peers(&heap(2), &specs(2, 0)).unwrap());
 }
 
 /// A reader while a table with per-PE arrays replaces a uniform one (arrays grow from none),
 /// and while a uniform one replaces a table with arrays (they shrink to none).
 #[test]
 fn reader_against_replace_growing_and_shrinking() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &uniform(2)).unwrap();
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(uniform(2)), Some(specs(2, 0))]))
-        };
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        r.join().unwrap();
-    });
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(specs(2, 0)), Some(uniform(2))]))
-        };
-        t.set_peers(&heap(2), &uniform(2)).unwrap();
-        r.join().unwrap();
-    });
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &uniform(2)).unwrap();
+        },
+        || vec![Some(uniform(2)), Some(specs(2, 0))],
+        |t| t.set_peers(&heap(2), &specs(2, 0)).unwrap(),
+    );
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+        },
+        || vec![Some(specs(2, 0)), Some(uniform(2))],
+        |t| t.set_peers(&heap(2), &uniform(2)).unwrap(),
+    );
 }
 
 /// The published table's arrays must not be reused while published: table 1 is published with
@@ -136,65 +140,55 @@ fn reader_against_replace_growing_and_shrinking() {
 #[test]
 #[cfg_attr(uxn_loom_bug, should_panic(expected = "from no published table"))]
 fn replace_reusing_the_pool() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &specs(2, 1)).unwrap();
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(specs(2, 1)), Some(specs(2, 2))]))
-        };
-        t.set_peers(&heap(2), &specs(2, 2)).unwrap();
-        r.join().unwrap();
-    });
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &specs(2, 1)).unwrap();
+        },
+        || vec![Some(specs(2, 1)), Some(specs(2, 2))],
+        |t| t.set_peers(&heap(2), &specs(2, 2)).unwrap(),
+    );
 }
 
 /// Pooled buffers are reused for a third table while the second is published and read.
 #[test]
 fn reader_against_replace_from_the_pool() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        t.set_peers(&heap(2), &specs(2, 1)).unwrap(); // table 0's arrays go to the pool
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(specs(2, 1)), Some(specs(2, 2))]))
-        };
-        t.set_peers(&heap(2), &specs(2, 2)).unwrap(); // takes them back, rewrites them
-        r.join().unwrap();
-    });
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+            t.set_peers(&heap(2), &specs(2, 1)).unwrap(); // table 0's arrays go to the pool
+        },
+        || vec![Some(specs(2, 1)), Some(specs(2, 2))],
+        |t| t.set_peers(&heap(2), &specs(2, 2)).unwrap(), // takes them back, rewrites them
+    );
 }
 
 /// A reader while the heap and table are forgotten.
 #[test]
 fn reader_against_detach() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(specs(2, 0)), None]))
-        };
-        t.set_heap(None);
-        r.join().unwrap();
-    });
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+        },
+        || vec![Some(specs(2, 0)), None],
+        |t| t.set_heap(None),
+    );
 }
 
 /// A reader while the heap is replaced by one with more PEs and its table (arrays grow).
 #[test]
 fn reader_against_a_larger_heap() {
-    model(|| {
-        let t = Arc::new(Table::new());
-        t.set_heap(Some(heap(2)));
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-        let r = {
-            let t = t.clone();
-            thread::spawn(move || read_and_check(&t, &[Some(specs(2, 0)), None, Some(specs(3, 1))]))
-        };
-        t.set_heap(Some(heap(3)));
-        t.set_peers(&heap(3), &specs(3, 1)).unwrap();
-        r.join().unwrap();
-    });
+    race(
+        |t| {
+            with_heap(t);
+            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+        },
+        || vec![Some(specs(2, 0)), None, Some(specs(3, 1))],
+        |t| {
+            t.set_heap(Some(heap(3)));
+            t.set_peers(&heap(3), &specs(3, 1)).unwrap();
+        },
+    );
 }
