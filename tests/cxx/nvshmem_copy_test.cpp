@@ -27,24 +27,11 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "gpu_test_util.hpp"
 
-using heap_error = upcxx::extra::nvshmem_error;  // NVSHMEM 3.8 declares a global ::nvshmem_error
 using upcxx::extra::nvshmem_heap;
 using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                            \
-    do {                                                                            \
-        bool ok_ = (cond);                                                          \
-        if (!ok_ || verbose) {                                                      \
-            std::printf("CHECK rank %d %s: ", upcxx::rank_me(), ok_ ? "PASS" : "FAIL"); \
-            std::printf(__VA_ARGS__);                                               \
-            std::printf("\n");                                                      \
-            std::fflush(stdout);                                                    \
-        }                                                                           \
-        if (!ok_) failures++;                                                       \
-    } while (0)
-static bool verbose = true;
 
 static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 static unsigned char pat(int pe, size_t i, int salt) { return static_cast<unsigned char>((pe * 37 + salt * 11 + i * 7 + (i >> 9)) & 0xff); }
@@ -59,16 +46,6 @@ static long wrong(const unsigned char *dev, size_t n, int pe, int salt) {
     long w = 0;
     for (size_t i = 0; i < n; i++) w += h[i] != pat(pe, i, salt);
     return w;
-}
-
-template <class F>
-static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
-    try {
-        f();
-        CHECK(false, "%s: no exception", what);
-    } catch (const heap_error &e) {
-        CHECK(e.status() == want && std::strstr(e.what(), needle), "%s -> status %d: %s", what, (int)e.status(), e.what());
-    }
 }
 
 struct bufs {
@@ -173,12 +150,7 @@ int main(int argc, char **argv) {
         return 77;
     }
     cudaSetDevice(me % ndev);
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (me == 0) nvshmemx_get_uniqueid(&id);
-    id = upcxx::broadcast(id, 0).wait();
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(me, n, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+    nvshmem_init_from_upcxx();
     const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes(), next = (pe + 1) % npes;
     const size_t max_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t(1) << 30);
     bufs m;

@@ -25,31 +25,10 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "gpu_test_util.hpp"
 
-// NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
-using heap_error = upcxx::extra::nvshmem_error;
 using upcxx::extra::nvshmem_heap;
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        bool ok_ = (cond);                                                 \
-        std::printf("CHECK rank %d %s: ", upcxx::rank_me(), ok_ ? "PASS" : "FAIL"); \
-        std::printf(__VA_ARGS__);                                          \
-        std::printf("\n");                                                 \
-        std::fflush(stdout);                                               \
-        if (!ok_) failures++;                                              \
-    } while (0)
-
-template <class F>
-static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
-    try {
-        f();
-        CHECK(false, "%s: no exception", what);
-    } catch (const heap_error &e) {
-        CHECK(e.status() == want && std::strstr(e.what(), needle), "%s -> status %d: %s", what, (int)e.status(), e.what());
-    }
-}
 
 template <class T>
 static inline void escape(T const &v) {
@@ -120,12 +99,7 @@ int main() {
 #endif
     }
 
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (me == 0) nvshmemx_get_uniqueid(&id);
-    id = upcxx::broadcast(id, 0).wait();
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(me, n, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+    nvshmem_init_from_upcxx();
     const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes();
     const int next = (pe + 1) % npes, prev = (pe - 1 + npes) % npes;
 
