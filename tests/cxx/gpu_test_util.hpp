@@ -3,11 +3,13 @@
 #ifndef UXN_GPU_TEST_UTIL_HPP
 #define UXN_GPU_TEST_UTIL_HPP
 
+#include <cuda_runtime.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
@@ -49,6 +51,23 @@ static void nvshmem_init_from_upcxx() {
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
     nvshmemx_set_attr_uniqueid_args(upcxx::rank_me(), upcxx::rank_n(), &id, &attr);
     nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+}
+
+// A byte pattern per (PE, salt), written to device memory and counted back.
+static unsigned char pattern(int pe, size_t i, int salt) {
+    return static_cast<unsigned char>((pe * 37 + salt * 11 + i * 7 + (i >> 9)) & 0xff);
+}
+static void fill(unsigned char *dev, size_t n, int pe, int salt) {
+    std::vector<unsigned char> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = pattern(pe, i, salt);
+    cudaMemcpy(dev, h.data(), n, cudaMemcpyHostToDevice);
+}
+static long count_wrong(const unsigned char *dev, size_t n, int pe, int salt) {
+    std::vector<unsigned char> h(n);
+    if (cudaMemcpy(h.data(), dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) return static_cast<long>(n);
+    long wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += h[i] != pattern(pe, i, salt);
+    return wrong;
 }
 
 #endif

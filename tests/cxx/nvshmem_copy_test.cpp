@@ -34,19 +34,6 @@ using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 
 
 static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-static unsigned char pat(int pe, size_t i, int salt) { return static_cast<unsigned char>((pe * 37 + salt * 11 + i * 7 + (i >> 9)) & 0xff); }
-static void fill(unsigned char *dev, size_t n, int pe, int salt) {
-    std::vector<unsigned char> h(n);
-    for (size_t i = 0; i < n; i++) h[i] = pat(pe, i, salt);
-    cudaMemcpy(dev, h.data(), n, cudaMemcpyHostToDevice);
-}
-static long wrong(const unsigned char *dev, size_t n, int pe, int salt) {
-    std::vector<unsigned char> h(n);
-    if (cudaMemcpy(h.data(), dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) return (long)n;
-    long w = 0;
-    for (size_t i = 0; i < n; i++) w += h[i] != pat(pe, i, salt);
-    return w;
-}
 
 struct bufs {
     unsigned char *a, *b;  // symmetric, `cap` bytes each
@@ -75,7 +62,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
                 else
                     heap.copy(static_cast<const unsigned char *>(m.a + so), heap.to_global_ptr(m.b + dof, next), n).wait();
                 upcxx::barrier();
-                CHECK(wrong(m.b + dof, n, prev, salt) == 0, "%s put %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
+                CHECK(count_wrong(m.b + dof, n, prev, salt) == 0, "%s put %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
                 // get: next's a+so -> my b+dof
                 cudaMemset(m.b, 0, n + dof);
                 cudaDeviceSynchronize();
@@ -84,7 +71,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
                     heap.copy(heap.to_global_ptr(m.a + so, next), heap.to_global_ptr(m.b + dof), n).wait();
                 else
                     heap.copy(heap.to_global_ptr(static_cast<const unsigned char *>(m.a + so), next), m.b + dof, n).wait();
-                CHECK(wrong(m.b + dof, n, next, salt) == 0, "%s get %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
+                CHECK(count_wrong(m.b + dof, n, next, salt) == 0, "%s get %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
                 upcxx::barrier();
             }
         }
@@ -107,7 +94,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     nvshmem_barrier_all();
     upcxx::barrier();
     heap.copy(heap.to_global_ptr(m.b, next), heap.to_global_ptr(m.a), n).wait();  // next's b = my pattern
-    CHECK(wrong(m.a, n, pe, 90) == 0, "%s: heap.copy after nvshmem_putmem + quiet + barrier reads the put bytes", path);
+    CHECK(count_wrong(m.a, n, pe, 90) == 0, "%s: heap.copy after nvshmem_putmem + quiet + barrier reads the put bytes", path);
     fill(m.a, n, pe, 91);
     cudaDeviceSynchronize();
     upcxx::barrier();
@@ -115,7 +102,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     upcxx::barrier();
     nvshmem_getmem(m.a, m.b, n, next);  // next's b = mine, 91
     nvshmem_quiet();
-    CHECK(wrong(m.a, n, pe, 91) == 0, "%s: nvshmem_getmem after heap.copy + wait + barrier reads the copied bytes", path);
+    CHECK(count_wrong(m.a, n, pe, 91) == 0, "%s: nvshmem_getmem after heap.copy + wait + barrier reads the copied bytes", path);
     upcxx::barrier();
 
     // 32 copies in flight.
@@ -133,7 +120,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     }
     all.wait();
     upcxx::barrier();
-    CHECK(then_ran && wrong(m.b, 32 * chunk, prev, 92) == 0, "%s: 32 copies in flight, when_all + then: 0 wrong bytes", path);
+    CHECK(then_ran && count_wrong(m.b, 32 * chunk, prev, 92) == 0, "%s: 32 copies in flight, when_all + then: 0 wrong bytes", path);
     heap.check_copies();
 }
 
@@ -195,7 +182,7 @@ int main(int argc, char **argv) {
                 cudaDeviceSynchronize();
                 auto c0 = heap.copies();
                 heap.copy(ga, mine, 4096).wait();
-                CHECK(heap.copies().fallback == c0.fallback + 1 && wrong(own.local(mine), 4096, pe, 77) == 0,
+                CHECK(heap.copies().fallback == c0.fallback + 1 && count_wrong(own.local(mine), 4096, pe, 77) == 0,
                       "a destination in UPC++'s own segment goes to upcxx::copy: 0 wrong bytes");
                 own.deallocate(mine);
                 own.destroy();

@@ -50,20 +50,6 @@ static double time_ns(F f, long iters = 2000000, int reps = 5) {
     return r[r.size() / 2];
 }
 
-static unsigned char pattern(int pe, size_t i, int salt) { return static_cast<unsigned char>((pe * 131 + salt * 7 + i * 13) & 0xff); }
-
-static long count_wrong(const unsigned char *dev, size_t n, int pe, int salt) {
-    std::vector<unsigned char> h(n);
-    if (cudaMemcpy(h.data(), dev, n, cudaMemcpyDeviceToHost) != cudaSuccess) return (long)n;
-    long wrong = 0;
-    for (size_t i = 0; i < n; i++) wrong += h[i] != pattern(pe, i, salt);
-    return wrong;
-}
-static void fill(unsigned char *dev, size_t n, int pe, int salt) {
-    std::vector<unsigned char> h(n);
-    for (size_t i = 0; i < n; i++) h[i] = pattern(pe, i, salt);
-    cudaMemcpy(dev, h.data(), n, cudaMemcpyHostToDevice);
-}
 
 int main() {
     // CUDA only after upcxx::init(): the smp conduit forks the ranks there, and a CUDA context
