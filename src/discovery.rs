@@ -335,7 +335,11 @@ pub fn loaded_library() -> Result<LoadedLibrary> {
 
 /// The cached resolution for the library loaded now (re-resolving if it changed).
 pub fn resolve() -> Result<Arc<Resolution>> {
-    let lib = loaded_library()?;
+    resolve_loaded(loaded_library()?)
+}
+
+/// The cached resolution for `lib`, the library found loaded by the caller (one search per query).
+fn resolve_loaded(lib: LoadedLibrary) -> Result<Arc<Resolution>> {
     let which = selected();
     let mut cached = RESOLVED.lock();
     if let Some(r) = &*cached {
@@ -445,7 +449,8 @@ pub struct LiveHeap {
     pub source: Source,
 }
 
-/// Finds, reads and validates the heap now.
+/// Finds, reads and validates the heap now: one search for the loaded library, one read of the
+/// state, validated; every field the callers use (`peer_heap_base_remote` too) comes from it.
 pub fn query_live() -> Result<LiveHeap> {
     let lib = loaded_library()?;
     if !lib.is_initialized() {
@@ -456,7 +461,7 @@ pub fn query_live() -> Result<LiveHeap> {
             lib.init_status()
         );
     }
-    let r = resolve()?;
+    let r = resolve_loaded(lib)?;
     let fields = read_fields(&r)?;
     validate(&r.lib, &fields)?;
     let mapped_size = cuda::mapped_extent(fields.heap_base, fields.heap_size).unwrap_or_else(|m| {

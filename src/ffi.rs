@@ -121,6 +121,11 @@ fn intern(s: &str) -> *const c_char {
 /// Discovers the heap now, publishing it for translation (keeping the peer table when the heap
 /// is unchanged, dropping heap and table when NVSHMEM is gone).
 fn discover_and_publish() -> Result<Heap> {
+    discover_live().map(|(heap, _)| heap)
+}
+
+/// `discover_and_publish`, with the validated state it read (for `peer_heap_base_remote`).
+fn discover_live() -> Result<(Heap, crate::layout::StateFields)> {
     match discovery::query_live() {
         Ok(live) => {
             let f = live.fields;
@@ -135,7 +140,7 @@ fn discover_and_publish() -> Result<Heap> {
                 source: live.source,
             };
             TABLE.set_heap(Some(heap));
-            Ok(heap)
+            Ok((heap, f))
         }
         Err(e) => {
             if matches!(e.status, Status::NotLoaded | Status::NotInitialized) {
@@ -285,9 +290,8 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_set_peers_from_nvshmem", || {
-        let heap = discover_and_publish()?;
-        let r = discovery::resolve()?;
-        let f = discovery::read_fields(&r)?;
+        // The heap and the array come from one validated read of the state.
+        let (heap, f) = discover_live()?;
         let n = heap.n_pes as usize;
         if f.peer_heap_base_remote == 0 {
             crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
