@@ -535,45 +535,44 @@ impl Table {
         self.unchanged(s1).then_some((base.wrapping_add(off), pe as i32))
     }
 
-    /// `sym` (an address in my heap) on PE `pe`.
-    #[inline]
+    /// `sym` (an address in my heap) on PE `pe`: the hot path's answer (the one translation),
+    /// tried again while a writer races with it; otherwise why not, from one consistent view.
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
-        // Entries are read only for in-range PEs; out-of-range reads 0 and the checks below fail.
-        let (v, (b, r)) = self.read(|v, bases, ranks, _| {
-            if (pe as u32) >= v.live_n {
-                return (0, 0);
+        loop {
+            if let Some(g) = self.try_to_global(sym, pe) {
+                return Ok(g);
             }
-            // SAFETY: pe < live_n = n <= capacity of every array published with this n.
-            let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
-            let r = if ranks.is_null() { pe as u32 } else { unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) } };
-            (b, r)
-        });
-        let off = sym.wrapping_sub(v.base);
-        if off < v.size && (pe as u32) < v.live_n {
-            let device = if pe == v.my_pe { v.device } else { -1 };
-            return Ok(Global { rank: r as i32, pe, device, raw: b + off });
+            let (v, ()) = self.read(|_, _, _, _| ());
+            if (pe as u32) >= v.live_n || sym.wrapping_sub(v.base) >= v.size {
+                return Err(to_global_error(sym, pe, &v));
+            }
+            spin(); // the table has the answer: a writer raced with the attempt
         }
-        Err(to_global_error(sym, pe, &v))
     }
 
-    /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`: the hot path.
-    #[inline]
+    /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`: the hot path's
+    /// answer, tried again while a writer races with it; otherwise why not.
     pub fn from_global(&self, rank: i32, raw: usize) -> Result<(usize, i32)> {
-        let (v, (pe, b)) = self.read(|v, bases, _, pes| {
-            if (rank as u32) >= v.live_n {
-                return (0, 0);
+        loop {
+            if let Some(a) = self.try_from_global(rank, raw) {
+                return Ok(a);
             }
-            // SAFETY: rank < live_n = n and every PE in pe_of_rank is < n.
-            let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) } };
-            let pe = pe.min(v.live_n - 1);
-            let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
-            (pe, b)
-        });
-        let off = raw.wrapping_sub(b);
-        if (rank as u32) < v.live_n && off < v.size {
-            return Ok((v.base + off, pe as i32));
+            // The rank's PE and base, for the reason (indices only below the bound).
+            let (v, (pe, b)) = self.read(|v, bases, _, pes| {
+                if (rank as u32) >= v.live_n {
+                    return (0, 0);
+                }
+                // SAFETY: rank < live_n = n and every PE in pe_of_rank is clamped below n.
+                let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) } };
+                let pe = pe.min(v.live_n - 1);
+                let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
+                (pe, b)
+            });
+            if (rank as u32) >= v.live_n || raw.wrapping_sub(b) >= v.size {
+                return Err(from_global_error(rank, raw, pe, b, &v));
+            }
+            spin();
         }
-        Err(from_global_error(rank, raw, pe, b, &v))
     }
 }
 
