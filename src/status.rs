@@ -48,66 +48,61 @@ pub enum UpcxxExtraNvshmemStatus {
 
 pub use UpcxxExtraNvshmemStatus as Status;
 
-impl Status {
-    /// Every status, in numeric order (used by tests and `strerror`).
-    pub const ALL: [Status; 15] = [
-        Status::Ok,
-        Status::NullArgument,
-        Status::NotLoaded,
-        Status::NotInitialized,
-        Status::UnsupportedLayout,
-        Status::ValidationFailed,
-        Status::OutOfHeap,
-        Status::BadPe,
-        Status::BadRank,
-        Status::TableNotSet,
-        Status::InvalidArgument,
-        Status::StepUnavailable,
-        Status::CudaError,
-        Status::BufferTooSmall,
-        Status::Panic,
-    ];
+/// The status table: each status once, with its C name (without prefix) and its description.
+/// `ALL`, `name` and `description` come from it; the enum above stays written out, because
+/// cbindgen reads the source, not macro expansions. A status missing here fails the build (the
+/// matches are exhaustive), and `ALL`'s order is checked against the numbers by a unit test.
+macro_rules! status_table {
+    ($($variant:ident, $name:literal, $description:literal;)*) => {
+        impl Status {
+            /// Every status, in numeric order (used by tests and `strerror`).
+            pub const ALL: &'static [Status] = &[$(Status::$variant),*];
 
-    /// The C name without prefix (`OK`, `NULL_ARGUMENT`, ...), as in the header.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "OK",
-            Status::NullArgument => "NULL_ARGUMENT",
-            Status::NotLoaded => "NOT_LOADED",
-            Status::NotInitialized => "NOT_INITIALIZED",
-            Status::UnsupportedLayout => "UNSUPPORTED_LAYOUT",
-            Status::ValidationFailed => "VALIDATION_FAILED",
-            Status::OutOfHeap => "OUT_OF_HEAP",
-            Status::BadPe => "BAD_PE",
-            Status::BadRank => "BAD_RANK",
-            Status::TableNotSet => "TABLE_NOT_SET",
-            Status::InvalidArgument => "INVALID_ARGUMENT",
-            Status::StepUnavailable => "STEP_UNAVAILABLE",
-            Status::CudaError => "CUDA_ERROR",
-            Status::BufferTooSmall => "BUFFER_TOO_SMALL",
-            Status::Panic => "PANIC",
-        }
-    }
+            /// The C name without prefix (`OK`, `NULL_ARGUMENT`, ...), as in the header.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Status::$variant => $name,)*
+                }
+            }
 
-    /// The static, NUL-terminated description of the status.
-    pub fn description(self) -> &'static CStr {
-        match self {
-            Status::Ok => c"success",
-            Status::NullArgument => c"a required pointer argument is NULL",
-            Status::NotLoaded => c"NVSHMEM host library is not loaded in this process",
-            Status::NotInitialized => c"NVSHMEM is not initialised (or already finalised)",
-            Status::UnsupportedLayout => c"NVSHMEM state has a layout this library does not support",
-            Status::ValidationFailed => c"the heap found does not pass validation against nvshmem_ptr",
-            Status::OutOfHeap => c"address is outside the NVSHMEM symmetric heap",
-            Status::BadPe => c"PE number out of range",
-            Status::BadRank => c"UPC++ rank out of range or not in the table",
-            Status::TableNotSet => c"no heap is known, or its peer table is not set",
-            Status::InvalidArgument => c"invalid argument",
-            Status::StepUnavailable => c"the selected resolution step is not available",
-            Status::CudaError => c"a CUDA driver call failed",
-            Status::BufferTooSmall => c"output buffer too small",
-            Status::Panic => c"internal error: a panic was caught at the C ABI boundary",
+            /// The static, NUL-terminated description of the status.
+            pub fn description(self) -> &'static CStr {
+                match self {
+                    $(Status::$variant => $description,)*
+                }
+            }
         }
+    };
+}
+
+status_table! {
+    Ok, "OK", c"success";
+    NullArgument, "NULL_ARGUMENT", c"a required pointer argument is NULL";
+    NotLoaded, "NOT_LOADED", c"NVSHMEM host library is not loaded in this process";
+    NotInitialized, "NOT_INITIALIZED", c"NVSHMEM is not initialised (or already finalised)";
+    UnsupportedLayout, "UNSUPPORTED_LAYOUT", c"NVSHMEM state has a layout this library does not support";
+    ValidationFailed, "VALIDATION_FAILED", c"the heap found does not pass validation against nvshmem_ptr";
+    OutOfHeap, "OUT_OF_HEAP", c"address is outside the NVSHMEM symmetric heap";
+    BadPe, "BAD_PE", c"PE number out of range";
+    BadRank, "BAD_RANK", c"UPC++ rank out of range or not in the table";
+    TableNotSet, "TABLE_NOT_SET", c"no heap is known, or its peer table is not set";
+    InvalidArgument, "INVALID_ARGUMENT", c"invalid argument";
+    StepUnavailable, "STEP_UNAVAILABLE", c"the selected resolution step is not available";
+    CudaError, "CUDA_ERROR", c"a CUDA driver call failed";
+    BufferTooSmall, "BUFFER_TOO_SMALL", c"output buffer too small";
+    Panic, "PANIC", c"internal error: a panic was caught at the C ABI boundary";
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::Status;
+
+    #[test]
+    fn all_is_every_status_in_numeric_order() {
+        for (i, s) in Status::ALL.iter().enumerate() {
+            assert_eq!(*s as usize, i, "{} is at position {i} of ALL", s.name());
+        }
+        assert_eq!(Status::ALL.len(), Status::Panic as usize + 1);
     }
 }
 
