@@ -92,7 +92,8 @@ typedef enum upcxx_extra_nvshmem_status_t {
 } upcxx_extra_nvshmem_status_t;
 
 /**
- * Which resolution step found the heap (or, when selecting, which to use).
+ * Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
+ * ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
  */
 typedef enum upcxx_extra_nvshmem_source_t {
   /**

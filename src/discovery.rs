@@ -24,7 +24,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Which resolution step found the heap (or, when selecting, which to use).
+/// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
+/// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpcxxExtraNvshmemSource {
@@ -54,17 +55,56 @@ impl Source {
     pub fn from_u32(v: u32) -> Option<Source> {
         [Source::None, Source::Dlsym, Source::Symtab, Source::Cumodule, Source::Manual].into_iter().find(|s| *s as u32 == v)
     }
-    pub fn parse(s: &str) -> Option<Source> {
+    /// What a C caller's source number selects: NONE = every step in order (`Ok(None)`), a
+    /// step, or an error for MANUAL and unknown numbers.
+    pub fn selection(v: i32) -> Result<Option<Step>> {
+        match u32::try_from(v).ok().and_then(Source::from_u32) {
+            Some(Source::None) => Ok(None),
+            Some(Source::Dlsym) => Ok(Some(Step::Dlsym)),
+            Some(Source::Symtab) => Ok(Some(Step::Symtab)),
+            Some(Source::Cumodule) => Ok(Some(Step::Cumodule)),
+            Some(Source::Manual) => {
+                crate::fail!(InvalidArgument, "MANUAL is not a resolution step: use upcxx_extra_nvshmem_attach")
+            }
+            None => crate::fail!(InvalidArgument, "{v} is not a source"),
+        }
+    }
+}
+
+/// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Dlsym,
+    Symtab,
+    Cumodule,
+}
+
+impl Step {
+    /// The steps, in the order tried.
+    pub const ALL: [Step; 3] = [Step::Dlsym, Step::Symtab, Step::Cumodule];
+    pub fn name(self) -> &'static str {
+        Source::from(self).name()
+    }
+    /// `UPCXX_EXTRA_NVSHMEM_SOURCE`'s values: Some(None) = every step, None = not a value.
+    pub fn parse(s: &str) -> Option<Option<Step>> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" | "none" => Some(Source::None),
-            "dlsym" | "1" => Some(Source::Dlsym),
-            "symtab" | "2" => Some(Source::Symtab),
-            "cumodule" | "3" => Some(Source::Cumodule),
+            "" | "auto" | "none" => Some(None),
+            "dlsym" | "1" => Some(Some(Step::Dlsym)),
+            "symtab" | "2" => Some(Some(Step::Symtab)),
+            "cumodule" | "3" => Some(Some(Step::Cumodule)),
             _ => None,
         }
     }
-    /// The resolution steps, in the order tried.
-    pub const STEPS: [Source; 3] = [Source::Dlsym, Source::Symtab, Source::Cumodule];
+}
+
+impl From<Step> for Source {
+    fn from(s: Step) -> Source {
+        match s {
+            Step::Dlsym => Source::Dlsym,
+            Step::Symtab => Source::Symtab,
+            Step::Cumodule => Source::Cumodule,
+        }
+    }
 }
 
 /// Where the state lives.
@@ -87,7 +127,7 @@ impl StateRef {
 /// What one step did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepOutcome {
-    pub source: Source,
+    pub step: Step,
     /// `Ok` when the step found a state whose version check passed.
     pub status: Status,
     pub detail: String,
@@ -104,8 +144,8 @@ pub struct Resolution {
     pub steps: Vec<StepOutcome>,
 }
 
-/// The process-wide selection (0 = try all), set by `upcxx_extra_nvshmem_select_source` or
-/// `UPCXX_EXTRA_NVSHMEM_SOURCE`.
+/// The process-wide selection (0 = try all, else the step's source number; u32::MAX = not read
+/// yet), set by `upcxx_extra_nvshmem_select_source` or `UPCXX_EXTRA_NVSHMEM_SOURCE`.
 static SELECTED: AtomicU32 = AtomicU32::new(u32::MAX);
 static RESOLVED: Mutex<Option<Arc<Resolution>>> = Mutex::new(None);
 static LAST_STEPS: Mutex<Vec<StepOutcome>> = Mutex::new(Vec::new());
@@ -113,32 +153,32 @@ static LAST_STEPS: Mutex<Vec<StepOutcome>> = Mutex::new(Vec::new());
 /// unloaded: NVSHMEM keeps the module registered and may update it until `nvshmem_finalize`.
 static CUMODULE: Mutex<Option<(PathBuf, usize, StateRef)>> = Mutex::new(None);
 
-/// The selected step (`Source::None` = all in order).
-pub fn selected() -> Source {
+fn encode(which: Option<Step>) -> u32 {
+    which.map_or(Source::None, Source::from) as u32
+}
+
+/// The selected step (None = all in order).
+pub fn selected() -> Option<Step> {
     let v = SELECTED.load(Ordering::Relaxed);
     if v != u32::MAX {
-        return Source::from_u32(v).unwrap_or(Source::None);
+        return Step::ALL.into_iter().find(|s| Source::from(*s) as u32 == v);
     }
     let from_env = std::env::var("UPCXX_EXTRA_NVSHMEM_SOURCE").ok().and_then(|s| {
-        let p = Source::parse(&s);
+        let p = Step::parse(&s);
         if p.is_none() {
             log::warn!("UPCXX_EXTRA_NVSHMEM_SOURCE={s:?} is not one of auto, dlsym, symtab, cumodule: ignored");
         }
         p
     });
-    let s = from_env.unwrap_or(Source::None);
-    SELECTED.store(s as u32, Ordering::Relaxed);
-    s
+    let which = from_env.flatten();
+    SELECTED.store(encode(which), Ordering::Relaxed);
+    which
 }
 
-/// Selects one step (or `Source::None` for all); forgets the cached resolution.
-pub fn select(source: Source) -> Result<()> {
-    if source == Source::Manual {
-        crate::fail!(InvalidArgument, "MANUAL is not a resolution step: use upcxx_extra_nvshmem_attach");
-    }
-    SELECTED.store(source as u32, Ordering::Relaxed);
+/// Selects one step (None: all in order); forgets the cached resolution.
+pub fn select(which: Option<Step>) {
+    SELECTED.store(encode(which), Ordering::Relaxed);
     *RESOLVED.lock() = None;
-    Ok(())
 }
 
 /// The steps tried by the last resolution (for reports).
@@ -289,30 +329,29 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     Ok((state, fields.version, format!("nvshmemx_cumodule_init filled nvshmemi_device_state_d at device 0x{:x}, version 0x{:x}", state.address(), fields.version)))
 }
 
-fn run_step(lib: &LoadedLibrary, step: Source) -> Result<(StateRef, u32, String)> {
+fn run_step(lib: &LoadedLibrary, step: Step) -> Result<(StateRef, u32, String)> {
     match step {
-        Source::Dlsym => step_dlsym(lib),
-        Source::Symtab => step_symtab(lib),
-        Source::Cumodule => step_cumodule(lib),
-        Source::None | Source::Manual => unreachable!("not a step"),
+        Step::Dlsym => step_dlsym(lib),
+        Step::Symtab => step_symtab(lib),
+        Step::Cumodule => step_cumodule(lib),
     }
 }
 
-/// Runs the selected step(s) on `lib` without using any cache. `which` = `Source::None` tries all.
-pub fn resolve_in(lib: LoadedLibrary, which: Source) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
-    let steps: Vec<Source> = if which == Source::None { Source::STEPS.to_vec() } else { vec![which] };
+/// Runs the selected step(s) on `lib` without using any cache. `which` = None tries all.
+pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
+    let steps: Vec<Step> = which.map_or(Step::ALL.to_vec(), |s| vec![s]);
     let mut outcomes = Vec::new();
     let mut errors: Vec<Error> = Vec::new();
     for step in steps {
         match run_step(&lib, step) {
             Ok((state, version_field, detail)) => {
                 log::debug!("resolution step {}: {detail}", step.name());
-                outcomes.push(StepOutcome { source: step, status: Status::Ok, detail });
-                return Ok(Resolution { lib, source: step, state, version_field, steps: outcomes });
+                outcomes.push(StepOutcome { step, status: Status::Ok, detail });
+                return Ok(Resolution { lib, source: step.into(), state, version_field, steps: outcomes });
             }
             Err(e) => {
                 log::debug!("resolution step {} failed: {}", step.name(), e.message);
-                outcomes.push(StepOutcome { source: step, status: e.status, detail: e.message.clone() });
+                outcomes.push(StepOutcome { step, status: e.status, detail: e.message.clone() });
                 errors.push(e);
             }
         }
@@ -322,7 +361,7 @@ pub fn resolve_in(lib: LoadedLibrary, which: Source) -> std::result::Result<Reso
         .into_iter()
         .find(|s| errors.iter().any(|e| e.status == *s))
         .unwrap_or(Status::StepUnavailable);
-    let message = outcomes.iter().map(|o| format!("[{}] {}", o.source.name(), o.detail)).collect::<Vec<_>>().join("; ");
+    let message = outcomes.iter().map(|o| format!("[{}] {}", o.step.name(), o.detail)).collect::<Vec<_>>().join("; ");
     Err((Error::new(status, format!("no resolution step found the NVSHMEM state: {message}")), outcomes))
 }
 
@@ -343,7 +382,7 @@ fn resolve_loaded(lib: LoadedLibrary) -> Result<Arc<Resolution>> {
     let which = selected();
     let mut cached = RESOLVED.lock();
     if let Some(r) = &*cached {
-        if r.lib.path == lib.path && r.lib.load_bias == lib.load_bias && (which == Source::None || which == r.source) {
+        if r.lib.path == lib.path && r.lib.load_bias == lib.load_bias && which.is_none_or(|s| Source::from(s) == r.source) {
             return Ok(r.clone());
         }
     }
@@ -492,10 +531,7 @@ pub struct Location {
     pub steps: Vec<StepOutcome>,
 }
 
-pub fn locate(which: Source) -> Result<Location> {
-    if which == Source::Manual {
-        crate::fail!(InvalidArgument, "MANUAL is not a resolution step");
-    }
+pub fn locate(which: Option<Step>) -> Result<Location> {
     let lib = loaded_library()?;
     match resolve_in(lib, which) {
         Ok(r) => Ok(Location { source: r.source, library: r.lib.path.clone(), state: r.state, version_field: r.version_field, steps: r.steps }),
@@ -515,11 +551,18 @@ mod tests {
     }
 
     #[test]
-    fn source_parse() {
-        assert_eq!(Source::parse("SymTab"), Some(Source::Symtab));
-        assert_eq!(Source::parse("auto"), Some(Source::None));
-        assert_eq!(Source::parse("bogus"), None);
+    fn selection_and_provenance() {
+        assert_eq!(Step::parse("SymTab"), Some(Some(Step::Symtab)));
+        assert_eq!(Step::parse("auto"), Some(None));
+        assert_eq!(Step::parse("bogus"), None);
         assert_eq!(Source::from_u32(3), Some(Source::Cumodule));
         assert_eq!(Source::from_u32(9), None);
+        assert_eq!(Source::selection(0).unwrap(), None);
+        assert_eq!(Source::selection(2).unwrap(), Some(Step::Symtab));
+        assert_eq!(Source::selection(4).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(Source::selection(-1).unwrap_err().status, Status::InvalidArgument);
+        for s in Step::ALL {
+            assert_eq!(Source::selection(Source::from(s) as i32).unwrap(), Some(s));
+        }
     }
 }

@@ -464,11 +464,8 @@ pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_select_source", || {
-        let s = u32::try_from(source)
-            .ok()
-            .and_then(Source::from_u32)
-            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{source} is not a source")))?;
-        discovery::select(s)
+        discovery::select(Source::selection(source)?);
+        Ok(())
     })
 }
 
@@ -481,11 +478,7 @@ pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtra
 pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut UpcxxExtraNvshmemLocation) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_locate", || {
         nonnull(out, "out")?;
-        let which = u32::try_from(source)
-            .ok()
-            .and_then(Source::from_u32)
-            .ok_or_else(|| Error::new(Status::InvalidArgument, format!("{source} is not a source")))?;
-        let loc = discovery::locate(which)?;
+        let loc = discovery::locate(Source::selection(source)?)?;
         let (symbol_size, device) = match loc.state {
             StateRef::Host { symbol_size, .. } => (symbol_size.unwrap_or(0), false),
             StateRef::Device { symbol_size, .. } => (symbol_size, true),

@@ -3,7 +3,7 @@
 //! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
 
 use crate::cuda;
-use crate::discovery::{self, Source};
+use crate::discovery::{self, Source, Step};
 use crate::elf;
 use crate::layout;
 use crate::nvshmem_lib::{self, LoadedLibrary};
@@ -37,8 +37,8 @@ pub struct Report {
     pub verdict: Verdict,
 }
 
-fn step_json(lib: &LoadedLibrary, step: Source) -> (Value, Status) {
-    if step == Source::Cumodule {
+fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
+    if step == Step::Cumodule {
         // Not run here: it needs an initialised NVSHMEM. Say whether it can run at all.
         let exported = lib.api.cumodule_init.is_some();
         let driver = cuda::driver_available();
@@ -50,7 +50,7 @@ fn step_json(lib: &LoadedLibrary, step: Source) -> (Value, Status) {
         let status = if available { Status::Ok } else { Status::StepUnavailable };
         return (json!({"step": "cumodule", "available": available, "status": status.name(), "reason": reason}), status);
     }
-    let status = match discovery::resolve_in(clone_lib(lib), step) {
+    let status = match discovery::resolve_in(clone_lib(lib), Some(step)) {
         Ok(r) => (Status::Ok, r.steps.last().map(|o| o.detail.clone()).unwrap_or_default()),
         Err((e, _)) => (e.status, e.message.trim_start_matches("no resolution step found the NVSHMEM state: ").to_string()),
     };
@@ -115,9 +115,9 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
 
     let mut steps = Vec::new();
     let mut statuses = Vec::new();
-    for step in Source::STEPS {
+    for step in Step::ALL {
         let (mut j, s) = step_json(lib, step);
-        if step == Source::Dlsym {
+        if step == Step::Dlsym {
             if let Some(r) = j["reason"].as_str().map(|r| dlsym_reason(r, &sym)) {
                 j["reason"] = json!(r);
             }
@@ -282,7 +282,7 @@ pub fn in_process() -> Report {
     };
     m.insert("runtime".into(), runtime);
     m.insert("resolution_trace".into(), Value::Array(
-        discovery::last_steps().iter().map(|o| json!({"step": o.source.name(), "status": o.status.name(), "detail": o.detail})).collect(),
+        discovery::last_steps().iter().map(|o| json!({"step": o.step.name(), "status": o.status.name(), "detail": o.detail})).collect(),
     ));
     finish(m, verdict, reason)
 }

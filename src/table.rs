@@ -166,7 +166,6 @@ struct View {
     /// `n` when a peer table is installed; 0: no table.
     live_n: u32,
     my_pe: i32,
-    device: i32,
     base: usize,
     size: usize,
 }
@@ -409,7 +408,6 @@ impl Table {
                 n: self.n_pes.load(Ordering::Relaxed),
                 live_n: self.live_n.load(Ordering::Relaxed),
                 my_pe: self.my_pe.load(Ordering::Relaxed),
-                device: self.device.load(Ordering::Relaxed),
                 base: self.base.load(Ordering::Relaxed),
                 size: self.size.load(Ordering::Relaxed),
             };
