@@ -4,6 +4,7 @@
 
 use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
 use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_hot, boundary_value};
+use crate::publish;
 use crate::table::{Heap, PeerSpec, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
@@ -118,48 +119,6 @@ fn intern(s: &str) -> *const c_char {
     c.as_ptr()
 }
 
-/// Discovers the heap now, publishing it for translation (keeping the peer table when the heap
-/// is unchanged, dropping heap and table when NVSHMEM is gone).
-fn discover_and_publish() -> Result<Heap> {
-    discover_live().map(|(heap, _)| heap)
-}
-
-/// `discover_and_publish`, with the validated state it read (for `peer_heap_base_remote`).
-fn discover_live() -> Result<(Heap, crate::layout::StateFields)> {
-    match discovery::query_live() {
-        Ok(live) => {
-            let f = live.fields;
-            let heap = Heap {
-                base: f.heap_base,
-                size: f.heap_size,
-                mapped_size: live.mapped_size,
-                my_pe: f.mype,
-                n_pes: f.npes,
-                device: live.device,
-                version: live.version,
-                source: live.source,
-            };
-            TABLE.set_heap(Some(heap));
-            Ok((heap, f))
-        }
-        Err(e) => {
-            if matches!(e.status, Status::NotLoaded | Status::NotInitialized) {
-                // NVSHMEM is gone: never translate against a heap that no longer exists.
-                TABLE.forget_discovered();
-            }
-            Err(e)
-        }
-    }
-}
-
-/// The heap translation uses: the published one, else discovered now.
-fn current_heap() -> Result<Heap> {
-    match TABLE.heap() {
-        Some(h) => Ok(h),
-        None => discover_and_publish(),
-    }
-}
-
 /// Describes the local symmetric heap: the attached one (source MANUAL) or, otherwise, NVSHMEM's,
 /// found, read live and validated now (and published for translation).
 ///
@@ -170,10 +129,7 @@ fn current_heap() -> Result<Heap> {
 pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_heap_query", || {
         nonnull(out, "out")?;
-        let heap = match TABLE.heap() {
-            Some(h) if h.source == Source::Manual => h,
-            _ => discover_and_publish()?,
-        };
+        let heap = publish::query()?;
         // SAFETY: out is non-NULL and points to caller storage.
         unsafe { out.write(heap_to_info(&heap)) };
         Ok(())
@@ -269,7 +225,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
         if n_pes <= 0 {
             crate::fail!(InvalidArgument, "n_pes is {n_pes}");
         }
-        let heap = current_heap()?;
+        let heap = publish::current()?;
         if n_pes != heap.n_pes {
             crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
         }
@@ -291,7 +247,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_set_peers_from_nvshmem", || {
         // The heap and the array come from one validated read of the state.
-        let (heap, f) = discover_live()?;
+        let (heap, f) = publish::discover_live()?;
         let n = heap.n_pes as usize;
         if f.peer_heap_base_remote == 0 {
             crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");

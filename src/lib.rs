@@ -2,7 +2,7 @@
 //!
 //! The library finds NVSHMEM's symmetric heap in the running process ([`discovery`]),
 //! translates addresses between NVSHMEM (symmetric address, PE) and UPC++ (rank, raw address)
-//! by offset ([`table`]), and exposes both through a C ABI ([`ffi`], header
+//! by offset ([`table`]; [`publish`] puts what discovery finds there), and exposes both through a C ABI ([`ffi`], header
 //! `include/upcxx_extra_nvshmem.h`). [`report`] is the doctor's engine.
 
 pub mod cuda;
@@ -13,6 +13,7 @@ pub mod layout;
 pub mod logger;
 pub mod mapping;
 pub mod nvshmem_lib;
+pub mod publish;
 pub mod report;
 pub mod status;
 pub mod table;
