@@ -175,8 +175,9 @@ inline int &active_heaps() {
 /// collective there: it leaves its UPC++ device segment allocated until upcxx::finalize(), forgets
 /// the translation table and prints one warning to stderr; it never aborts or hangs.
 ///
-/// Thread safety: to_global_ptr / from_global_ptr / accessors may run on any thread; the
-/// constructor, update() and destroy() must not run concurrently with them.
+/// Thread safety: to_global_ptr / from_global_ptr / copy / accessors may run on any thread (a
+/// copy completes on the persona that called it); the constructor, update(), destroy() and moves
+/// must not run concurrently with them.
 class nvshmem_heap {
 public:
     using device_gptr = upcxx::global_ptr<char, upcxx::memory_kind::cuda_device>;
