@@ -65,7 +65,15 @@ int main() {
     cudaSetDevice(me % ndev);
     const bool vmm = !std::getenv("NVSHMEM_DISABLE_CUDA_VMM");
 
-    // BENCH baseline: UPC++'s own device allocator on this GPU, before ours exists (UPC++ 2020.10
+    nvshmem_init_from_upcxx();
+    const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes();
+    const int next = (pe + 1) % npes, prev = (pe - 1 + npes) % npes;
+
+    double *x = static_cast<double *>(nvshmem_malloc(1024 * sizeof(double)));
+    unsigned char *small = static_cast<unsigned char *>(nvshmem_malloc(size_t(2) << 20));
+
+    // BENCH baseline: UPC++'s own device allocator on this GPU, timed in the same conditions as
+    // ours (NVSHMEM initialised, its threads running), just before ours exists (UPC++ 2020.10
     // allows one cuda_device per GPU per process, so it is made and destroyed first).
     double own_ns = 0;
     {
@@ -84,13 +92,6 @@ int main() {
         dev.destroy();
 #endif
     }
-
-    nvshmem_init_from_upcxx();
-    const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes();
-    const int next = (pe + 1) % npes, prev = (pe - 1 + npes) % npes;
-
-    double *x = static_cast<double *>(nvshmem_malloc(1024 * sizeof(double)));
-    unsigned char *small = static_cast<unsigned char *>(nvshmem_malloc(size_t(2) << 20));
 
     upcxx::barrier();
     double t0 = now();
