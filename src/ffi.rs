@@ -396,7 +396,7 @@ extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *m
 /// Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
-    boundary_value(c"internal error".as_ptr(), || {
+    boundary_value(|| {
         Status::ALL
             .iter()
             .find(|s| **s as c_int == status)
@@ -409,7 +409,7 @@ pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
 /// Thread safety: any thread (thread-local).
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
-    boundary_value(c"".as_ptr(), crate::status::last_error_ptr)
+    boundary_value(crate::status::last_error_ptr)
 }
 
 /// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
@@ -523,7 +523,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len
 /// version it was generated with). Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_version() -> *const c_char {
-    boundary_value(c"".as_ptr(), || {
+    boundary_value(|| {
         static V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
             Ok(v) => v,
             Err(_) => c"",

@@ -104,6 +104,16 @@ mod table_tests {
         }
         assert_eq!(Status::ALL.len(), Status::Panic as usize + 1);
     }
+
+    #[test]
+    fn a_panic_returns_the_fallback_of_the_type() {
+        use std::ffi::{CStr, c_char};
+        let s: Status = super::boundary_value(|| panic!("test"));
+        assert_eq!(s, Status::Panic);
+        let p: *const c_char = super::boundary_value(|| panic!("test"));
+        assert_eq!(unsafe { CStr::from_ptr(p) }, Status::Panic.description());
+        assert_eq!(super::boundary("t", || panic!("test")), Status::Panic);
+    }
 }
 
 /// A failure: the status plus the detail message for `last_error`.
@@ -209,7 +219,26 @@ fn record_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> Status {
     Status::Panic
 }
 
-/// The panic boundary for exported functions that return a value rather than a status.
-pub fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or(fallback)
+/// What an exported function returns when its body panicked, chosen by its return type (as
+/// rustls-ffi does): a status returns `PANIC`, a string the static description of a panic.
+pub trait PanicFallback {
+    fn panic_fallback() -> Self;
+}
+
+impl PanicFallback for Status {
+    fn panic_fallback() -> Self {
+        Status::Panic
+    }
+}
+
+impl PanicFallback for *const c_char {
+    fn panic_fallback() -> Self {
+        Status::Panic.description().as_ptr()
+    }
+}
+
+/// The panic boundary for exported functions that return a value rather than a status; the
+/// value after a panic comes from the type ([`PanicFallback`]).
+pub fn boundary_value<T: PanicFallback>(body: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| T::panic_fallback())
 }
