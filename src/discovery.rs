@@ -24,52 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
-/// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpcxxExtraNvshmemSource {
-    /// Nothing found yet; as a selection: try every step in order (the default).
-    None = 0,
-    /// Step 1: `dlsym` of `nvshmemi_device_state` in a build that exports it.
-    Dlsym = 1,
-    /// Step 2: the `.symtab` of the loaded library file.
-    Symtab = 2,
-    /// Step 3: the public `nvshmemx_cumodule_init` route.
-    Cumodule = 3,
-    /// Described by hand with `upcxx_extra_nvshmem_attach`.
-    Manual = 4,
-}
-pub use UpcxxExtraNvshmemSource as Source;
-
-impl Source {
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::None => "none",
-            Source::Dlsym => "dlsym",
-            Source::Symtab => "symtab",
-            Source::Cumodule => "cumodule",
-            Source::Manual => "manual",
-        }
-    }
-    pub fn from_u32(v: u32) -> Option<Source> {
-        [Source::None, Source::Dlsym, Source::Symtab, Source::Cumodule, Source::Manual].into_iter().find(|s| *s as u32 == v)
-    }
-    /// What a C caller's source number selects: NONE = every step in order (`Ok(None)`), a
-    /// step, or an error for MANUAL and unknown numbers.
-    pub fn selection(v: i32) -> Result<Option<Step>> {
-        match u32::try_from(v).ok().and_then(Source::from_u32) {
-            Some(Source::None) => Ok(None),
-            Some(Source::Dlsym) => Ok(Some(Step::Dlsym)),
-            Some(Source::Symtab) => Ok(Some(Step::Symtab)),
-            Some(Source::Cumodule) => Ok(Some(Step::Cumodule)),
-            Some(Source::Manual) => {
-                crate::fail!(InvalidArgument, "MANUAL is not a resolution step: use upcxx_extra_nvshmem_attach")
-            }
-            None => crate::fail!(InvalidArgument, "{v} is not a source"),
-        }
-    }
-}
+pub use crate::heap::{Heap, Source, UpcxxExtraNvshmemSource};
 
 /// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +49,21 @@ impl Step {
             "cumodule" | "3" => Some(Some(Step::Cumodule)),
             _ => None,
         }
+    }
+}
+
+/// What a C caller's source number selects: NONE = every step in order (`Ok(None)`), a
+/// step, or an error for MANUAL and unknown numbers.
+pub fn selection(v: i32) -> Result<Option<Step>> {
+    match u32::try_from(v).ok().and_then(Source::from_u32) {
+        Some(Source::None) => Ok(None),
+        Some(Source::Dlsym) => Ok(Some(Step::Dlsym)),
+        Some(Source::Symtab) => Ok(Some(Step::Symtab)),
+        Some(Source::Cumodule) => Ok(Some(Step::Cumodule)),
+        Some(Source::Manual) => {
+            crate::fail!(InvalidArgument, "MANUAL is not a resolution step: use upcxx_extra_nvshmem_attach")
+        }
+        None => crate::fail!(InvalidArgument, "{v} is not a source"),
     }
 }
 
@@ -478,19 +448,9 @@ pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
     Ok(())
 }
 
-/// A validated, live description of the heap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LiveHeap {
-    pub fields: StateFields,
-    pub mapped_size: usize,
-    pub device: i32,
-    pub version: (i32, i32, i32),
-    pub source: Source,
-}
-
 /// Finds, reads and validates the heap now: one search for the loaded library, one read of the
 /// state, validated; every field the callers use (`peer_heap_base_remote` too) comes from it.
-pub fn query_live() -> Result<LiveHeap> {
+pub fn query_live() -> Result<(Heap, StateFields)> {
     let lib = loaded_library()?;
     if !lib.is_initialized() {
         crate::fail!(
@@ -508,7 +468,17 @@ pub fn query_live() -> Result<LiveHeap> {
         0
     });
     let device = cuda::device_of(fields.heap_base).unwrap_or(-1);
-    Ok(LiveHeap { fields, mapped_size, device, version: r.lib.version().unwrap_or((-1, -1, -1)), source: r.source })
+    let heap = Heap {
+        base: fields.heap_base,
+        size: fields.heap_size,
+        mapped_size,
+        my_pe: fields.mype,
+        n_pes: fields.npes,
+        device,
+        version: r.lib.version().unwrap_or((-1, -1, -1)),
+        source: r.source,
+    };
+    Ok((heap, fields))
 }
 
 /// Resolves where the state is, at load time, when NVSHMEM is already in the process.
@@ -557,12 +527,12 @@ mod tests {
         assert_eq!(Step::parse("bogus"), None);
         assert_eq!(Source::from_u32(3), Some(Source::Cumodule));
         assert_eq!(Source::from_u32(9), None);
-        assert_eq!(Source::selection(0).unwrap(), None);
-        assert_eq!(Source::selection(2).unwrap(), Some(Step::Symtab));
-        assert_eq!(Source::selection(4).unwrap_err().status, Status::InvalidArgument);
-        assert_eq!(Source::selection(-1).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(selection(0).unwrap(), None);
+        assert_eq!(selection(2).unwrap(), Some(Step::Symtab));
+        assert_eq!(selection(4).unwrap_err().status, Status::InvalidArgument);
+        assert_eq!(selection(-1).unwrap_err().status, Status::InvalidArgument);
         for s in Step::ALL {
-            assert_eq!(Source::selection(Source::from(s) as i32).unwrap(), Some(s));
+            assert_eq!(selection(Source::from(s) as i32).unwrap(), Some(s));
         }
     }
 }

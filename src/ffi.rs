@@ -420,7 +420,7 @@ pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
 #[unsafe(no_mangle)]
 pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_select_source", || {
-        discovery::select(Source::selection(source)?);
+        discovery::select(discovery::selection(source)?);
         Ok(())
     })
 }
@@ -434,7 +434,7 @@ pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtra
 pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut UpcxxExtraNvshmemLocation) -> UpcxxExtraNvshmemStatus {
     boundary("upcxx_extra_nvshmem_locate", || {
         nonnull(out, "out")?;
-        let loc = discovery::locate(Source::selection(source)?)?;
+        let loc = discovery::locate(discovery::selection(source)?)?;
         let (symbol_size, device) = match loc.state {
             StateRef::Host { symbol_size, .. } => (symbol_size.unwrap_or(0), false),
             StateRef::Device { symbol_size, .. } => (symbol_size, true),

@@ -9,6 +9,7 @@ pub mod cuda;
 pub mod discovery;
 pub mod elf;
 pub mod ffi;
+pub mod heap;
 pub mod layout;
 pub mod logger;
 pub mod mapping;

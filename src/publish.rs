@@ -13,20 +13,9 @@ use crate::table::{Heap, TABLE};
 /// `peer_heap_base_remote`).
 pub fn discover_live() -> Result<(Heap, StateFields)> {
     match discovery::query_live() {
-        Ok(live) => {
-            let f = live.fields;
-            let heap = Heap {
-                base: f.heap_base,
-                size: f.heap_size,
-                mapped_size: live.mapped_size,
-                my_pe: f.mype,
-                n_pes: f.npes,
-                device: live.device,
-                version: live.version,
-                source: live.source,
-            };
+        Ok((heap, fields)) => {
             TABLE.set_heap(Some(heap));
-            Ok((heap, f))
+            Ok((heap, fields))
         }
         Err(e) => {
             if matches!(e.status, Status::NotLoaded | Status::NotInitialized) {

@@ -268,14 +268,14 @@ pub fn in_process() -> Report {
         return finish(m, Verdict::Supported, manual_reason(&h, &why));
     }
     let runtime = match discovery::query_live() {
-        Ok(h) => json!({
+        Ok((h, _)) => json!({
             "validation": "pass",
             "source": h.source.name(),
-            "base": format!("0x{:x}", h.fields.heap_base),
-            "reserved_size": h.fields.heap_size,
+            "base": format!("0x{:x}", h.base),
+            "reserved_size": h.size,
             "mapped_size": h.mapped_size,
-            "my_pe": h.fields.mype,
-            "n_pes": h.fields.npes,
+            "my_pe": h.my_pe,
+            "n_pes": h.n_pes,
             "device": h.device,
         }),
         Err(e) => json!({"validation": e.status.name(), "error": e.message}),

@@ -20,7 +20,8 @@
 //! The protocol is model-checked with loom (`loom/`: readers against publish, replace, pool reuse
 //! and detach); under `--cfg loom` this file takes loom's atomics and mutex.
 
-use crate::discovery::Source;
+pub use crate::heap::Heap;
+use crate::heap::Source;
 use crate::status::{Error, Result, Status};
 #[cfg(loom)]
 use loom::sync::{
@@ -39,49 +40,6 @@ fn spin() {
     loom::thread::yield_now();
     #[cfg(not(loom))]
     std::hint::spin_loop();
-}
-
-/// The local heap, as attached by hand or discovered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Heap {
-    pub base: usize,
-    pub size: usize,
-    pub mapped_size: usize,
-    pub my_pe: i32,
-    pub n_pes: i32,
-    pub device: i32,
-    pub version: (i32, i32, i32),
-    pub source: Source,
-}
-
-impl Heap {
-    /// Checks a description given by a caller.
-    pub fn check(&self) -> Result<()> {
-        if self.base == 0 {
-            crate::fail!(InvalidArgument, "heap base is NULL");
-        }
-        if self.size == 0 {
-            crate::fail!(InvalidArgument, "heap size is 0");
-        }
-        if self.base.checked_add(self.size).is_none() {
-            crate::fail!(InvalidArgument, "heap [0x{:x}, +0x{:x}) overflows the address space", self.base, self.size);
-        }
-        if self.mapped_size > self.size {
-            crate::fail!(InvalidArgument, "mapped_size 0x{:x} exceeds the heap size 0x{:x}", self.mapped_size, self.size);
-        }
-        if self.n_pes <= 0 {
-            crate::fail!(InvalidArgument, "n_pes is {}", self.n_pes);
-        }
-        if self.my_pe < 0 || self.my_pe >= self.n_pes {
-            crate::fail!(BadPe, "my_pe {} is not in [0, {})", self.my_pe, self.n_pes);
-        }
-        Ok(())
-    }
-
-    /// Same heap (base, size, PE, PE count), whatever its mapped extent.
-    pub fn same_heap(&self, other: &Heap) -> bool {
-        (self.base, self.size, self.my_pe, self.n_pes) == (other.base, other.size, other.my_pe, other.n_pes)
-    }
 }
 
 /// One peer as given by the caller.

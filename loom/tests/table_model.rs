@@ -13,7 +13,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use upcxx_extra_nvshmem_loom::discovery::Source;
+use upcxx_extra_nvshmem_loom::heap::Source;
 use upcxx_extra_nvshmem_loom::status::Status;
 use upcxx_extra_nvshmem_loom::table::{Global, Heap, PeerSpec, Table};
 
