@@ -9,7 +9,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::ffi::CString;
 use std::hint::black_box;
 use std::path::PathBuf;
-use upcxx_extra_nvshmem::discovery::{self, Source};
+use upcxx_extra_nvshmem::discovery;
 use upcxx_extra_nvshmem::elf;
 
 fn roots() -> Vec<PathBuf> {
@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
         let c = CString::new(lib.to_str().unwrap()).unwrap();
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!h.is_null());
-        g.bench_function(id("locate_symtab_repeated"), |b| b.iter(|| black_box(discovery::locate(Source::Symtab).unwrap().version_field)));
+        g.bench_function(id("locate_symtab_repeated"), |b| b.iter(|| black_box(discovery::locate(Some(discovery::Step::Symtab)).unwrap().version_field)));
         unsafe { libc::dlclose(h) };
     }
     g.finish();

@@ -88,6 +88,7 @@ step() { # name command...
 # 1. Rust tests (the header drift check is one of them).
 if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "cargo test" cargo test --locked || true
+  step "benches build (cargo check --benches)" cargo check --locked --benches || true
 fi
 
 # 1a. The loom model of the table's concurrency protocol (loom/): every interleaving of a reader
