@@ -253,7 +253,7 @@ pub fn in_process() -> Report {
         let mut m = header(None, Some("loaded in this process"), &[]);
         let why = "no NVSHMEM host library is loaded in this process";
         if let Some(h) = manual {
-            m.insert("runtime".into(), manual_json(&h));
+            m.insert("runtime".into(), heap_json(&h, "not-run"));
             return finish(m, Verdict::Supported, manual_reason(&h, &format!("{why}, so discovery is not used")));
         }
         return finish(m, Verdict::Unsupported, why.into());
@@ -262,22 +262,13 @@ pub fn in_process() -> Report {
     let (facts, verdict, reason) = analyze(&lib);
     m.extend(facts);
     if let Some(h) = manual {
-        m.insert("runtime".into(), manual_json(&h));
+        m.insert("runtime".into(), heap_json(&h, "not-run"));
         m.insert("library_verdict".into(), json!({"verdict": verdict.name(), "reason": reason}));
         let why = format!("discovery is not used; the loaded library alone would be {}: {reason}", verdict.name());
         return finish(m, Verdict::Supported, manual_reason(&h, &why));
     }
     let runtime = match discovery::query_live() {
-        Ok((h, _)) => json!({
-            "validation": "pass",
-            "source": h.source.name(),
-            "base": format!("0x{:x}", h.base),
-            "reserved_size": h.size,
-            "mapped_size": h.mapped_size,
-            "my_pe": h.my_pe,
-            "n_pes": h.n_pes,
-            "device": h.device,
-        }),
+        Ok((h, _)) => heap_json(&h, "pass"),
         Err(e) => json!({"validation": e.status.name(), "error": e.message}),
     };
     m.insert("runtime".into(), runtime);
@@ -287,11 +278,13 @@ pub fn in_process() -> Report {
     finish(m, verdict, reason)
 }
 
-/// The runtime facts of a heap attached by hand. Nothing validates it against NVSHMEM.
-fn manual_json(h: &Heap) -> Value {
+/// The runtime facts of a heap: `validation` is "pass" for a discovered one, "not-run" for one
+/// attached by hand (nothing validates it against NVSHMEM).
+fn heap_json(h: &Heap, validation: &str) -> Value {
     json!({
-        "validation": "not-run",
-        "source": "MANUAL",
+        "validation": validation,
+        // A manual heap is reported as the C enum spells it; discovered ones by their step.
+        "source": if h.source == Source::Manual { "MANUAL" } else { h.source.name() },
         "base": format!("0x{:x}", h.base),
         "reserved_size": h.size,
         "mapped_size": h.mapped_size,
