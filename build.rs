@@ -32,11 +32,6 @@ fn main() {
         .generate()
         .expect("cbindgen could not generate the header")
         .write_to_file(&out);
-    // cbindgen qualifies variants with the renamed type (`..._STATUS_T_OK`); drop the `_T`.
-    let text = std::fs::read_to_string(&out).unwrap();
-    let text = text.replace("UPCXX_EXTRA_NVSHMEM_STATUS_T_", "UPCXX_EXTRA_NVSHMEM_STATUS_")
-        .replace("UPCXX_EXTRA_NVSHMEM_SOURCE_T_", "UPCXX_EXTRA_NVSHMEM_SOURCE_");
-    std::fs::write(&out, text).unwrap();
     if std::env::var_os("UPCXX_EXTRA_NVSHMEM_BLESS").is_some() {
         std::fs::copy(&out, format!("{crate_dir}/include/upcxx_extra_nvshmem.h")).expect("bless header");
     }

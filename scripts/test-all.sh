@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test of upcxx-extra-nvshmem, no GPU needed:
-#   1. cargo test --locked (unit, layout/bindgen, header drift...); the loom model (loom/)
+#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests; the loom model (loom/)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -88,6 +88,8 @@ step() { # name command...
 # 1. Rust tests (the header drift check is one of them).
 if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "cargo test" cargo test --locked || true
+  # The boundary macro's doctests: an export without `#[export]` must fail to compile.
+  step "C ABI macros (export without the boundary does not compile)" cargo test --locked -p upcxx-extra-nvshmem-macros || true
   step "benches build (cargo check --benches)" cargo check --locked --benches || true
 fi
 

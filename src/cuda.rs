@@ -6,12 +6,14 @@ use std::ffi::{CStr, CString, c_void};
 use std::sync::OnceLock;
 
 /// Is `libcuda` loadable in this process? (cached)
+#[allow(unsafe_code)]
 pub fn driver_available() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only tries to dlopen the driver library.
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
+#[allow(unsafe_code)]
 fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
     if r == sys::CUresult::CUDA_SUCCESS {
         return Ok(());
@@ -33,6 +35,7 @@ fn need_driver() -> Result<(), String> {
 }
 
 /// Is a CUDA context current on this thread?
+#[allow(unsafe_code)]
 pub fn has_current_context() -> Result<bool, String> {
     need_driver()?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
@@ -42,6 +45,7 @@ pub fn has_current_context() -> Result<bool, String> {
 }
 
 /// The CUDA device ordinal that owns `ptr`, falling back to the current context's device.
+#[allow(unsafe_code)]
 pub fn device_of(ptr: usize) -> Result<i32, String> {
     need_driver()?;
     let mut ordinal: i32 = -1;
@@ -64,6 +68,7 @@ pub fn device_of(ptr: usize) -> Result<i32, String> {
 
 /// How much of `[base, base + reserved)` is mapped, walking `cuMemGetAddressRange` chunk by chunk
 /// from `base` until the first gap.
+#[allow(unsafe_code)]
 pub fn mapped_extent(base: usize, reserved: usize) -> Result<usize, String> {
     need_driver()?;
     let mut extent = 0usize;
@@ -87,6 +92,7 @@ pub fn mapped_extent(base: usize, reserved: usize) -> Result<usize, String> {
 }
 
 /// Copies `dst.len()` bytes from device address `src` into host memory.
+#[allow(unsafe_code)]
 pub fn copy_to_host(dst: &mut [u8], src: usize) -> Result<(), String> {
     need_driver()?;
     // SAFETY: dst is a valid host buffer of the given length.
@@ -97,11 +103,14 @@ pub fn copy_to_host(dst: &mut [u8], src: usize) -> Result<(), String> {
 #[derive(Debug)]
 pub struct Module(pub sys::CUmodule);
 // SAFETY: CUmodule handles may be used from any thread of the context's process.
+#[allow(unsafe_code)]
 unsafe impl Send for Module {}
+#[allow(unsafe_code)]
 unsafe impl Sync for Module {}
 
 impl Module {
     /// Loads PTX text into the current context.
+    #[allow(unsafe_code)]
     pub fn load_ptx(ptx: &str) -> Result<Module, String> {
         need_driver()?;
         let text = CString::new(ptx).map_err(|_| "PTX text contains NUL".to_string())?;
@@ -112,6 +121,7 @@ impl Module {
     }
 
     /// `(device address, size)` of a global of this module.
+    #[allow(unsafe_code)]
     pub fn global(&self, name: &CStr) -> Result<(usize, usize), String> {
         let (mut ptr, mut size): (sys::CUdeviceptr, usize) = (0, 0);
         // SAFETY: valid module and name.
@@ -121,6 +131,7 @@ impl Module {
 }
 
 impl Drop for Module {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if !self.0.is_null() && driver_available() {
             // SAFETY: unloads the module we loaded; errors at teardown are ignored.

@@ -157,6 +157,7 @@ pub fn last_steps() -> Vec<StepOutcome> {
 }
 
 /// Reads `PREFIX_LEN` bytes of host memory that the loader mapped for the library.
+#[allow(unsafe_code)]
 fn read_host_prefix(addr: usize) -> [u8; PREFIX_LEN] {
     let mut out = [0u8; PREFIX_LEN];
     for (i, b) in out.iter_mut().enumerate() {
@@ -255,6 +256,7 @@ fn read_device_prefix(addr: usize) -> Result<[u8; PREFIX_LEN]> {
     Ok(out)
 }
 
+#[allow(unsafe_code)]
 fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     let Some(init) = lib.api.cumodule_init else {
         crate::fail!(StepUnavailable, "nvshmemx_cumodule_init is not exported by {}", lib.path.display());
@@ -401,6 +403,7 @@ fn debug_heap_base_skew() -> Option<isize> {
 /// Checks the fields against the public API: initialised, PE and PE count as reported by
 /// `nvshmem_my_pe`/`nvshmem_n_pes`, and `nvshmem_ptr(., my_pe)` non-NULL exactly on the heap's
 /// first and last byte and NULL just outside it.
+#[allow(unsafe_code)]
 pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
     if !lib.is_initialized() {
         crate::fail!(NotInitialized, "nvshmemx_init_status() = {:?}: NVSHMEM is not initialised (or finalised)", lib.init_status());

@@ -54,6 +54,7 @@ pub fn lookup(path: &Path, names: &[&str]) -> Result<SymtabLookup, String> {
 }
 
 /// Looks `names` up without the cache (mmap + parse).
+#[allow(unsafe_code)]
 pub fn lookup_uncached(path: &Path, names: &[&str]) -> Result<SymtabLookup, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     // SAFETY: the mapping is read-only and private; a library file being rewritten under a

@@ -1,18 +1,25 @@
-//! The C ABI. Every exported function runs its body inside the panic boundary
-//! ([`crate::status::boundary`], or [`crate::status::boundary_hot`] for the two translation
-//! calls, whose slow paths are full boundaries); `tests/build_panic_boundary.rs` fails if one does not.
+//! The C ABI: marshalling only (policy lives in [`crate::publish`], [`crate::table`],
+//! [`crate::discovery`]). Every function is written `#[unsafe(no_mangle)] #[export] pub extern "C"
+//! fn upcxx_extra_nvshmem_...`: the `#[export]` macro runs its body inside the panic boundary
+//! ([`crate::status::boundary`]; the two translation calls: a hot path inside
+//! [`crate::status::boundary_hot`] and a slow path that is a full boundary). The crate denies
+//! `unsafe_code` and only `#[export]` allows the `no_mangle`, so an export without the boundary
+//! does not compile. cbindgen reads these functions and types as written (their C names).
 
-use crate::discovery::{self, Source, StateRef, UpcxxExtraNvshmemSource};
-use crate::status::{Error, Result, Status, UpcxxExtraNvshmemStatus, boundary, boundary_hot, boundary_value};
+use crate::discovery::{self, Source, StateRef};
+use crate::heap::upcxx_extra_nvshmem_source_t;
+use crate::status::{Error, Result, Status, upcxx_extra_nvshmem_status_t};
+use upcxx_extra_nvshmem_macros::export;
 use crate::publish;
 use crate::table::{Heap, PeerSpec, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
 
 /// A description of the local symmetric heap.
+#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct UpcxxExtraNvshmemHeapInfo {
+pub struct upcxx_extra_nvshmem_heap_info_t {
     /// First byte of the heap on this PE.
     pub base: *mut c_void,
     /// Reserved size in bytes (NVSHMEM's `heap_size`; 128 GiB, 256 GiB from 3.5, under CUDA VMM).
@@ -30,13 +37,14 @@ pub struct UpcxxExtraNvshmemHeapInfo {
     pub version_minor: c_int,
     pub version_patch: c_int,
     /// Which resolution step served (output only; `attach` ignores it and reports MANUAL).
-    pub source: UpcxxExtraNvshmemSource,
+    pub source: upcxx_extra_nvshmem_source_t,
 }
 
 /// One PE's entry for `upcxx_extra_nvshmem_set_peers`, indexed by PE.
+#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct UpcxxExtraNvshmemPeer {
+pub struct upcxx_extra_nvshmem_peer_t {
     /// The UPC++ rank of this PE (the ranks must be a permutation of 0..n_pes-1).
     pub rank: c_int,
     /// This PE's heap base (in its own address space).
@@ -44,9 +52,10 @@ pub struct UpcxxExtraNvshmemPeer {
 }
 
 /// A global pointer in UPC++ terms: the rank and the address on that rank.
+#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct UpcxxExtraNvshmemGptr {
+pub struct upcxx_extra_nvshmem_gptr_t {
     /// UPC++ rank that owns the bytes.
     pub rank: c_int,
     /// CUDA device ordinal holding the bytes: known for the local PE, -1 for other PEs.
@@ -57,18 +66,19 @@ pub struct UpcxxExtraNvshmemGptr {
     pub pe: c_int,
 }
 
-impl From<crate::table::Global> for UpcxxExtraNvshmemGptr {
+impl From<crate::table::Global> for upcxx_extra_nvshmem_gptr_t {
     fn from(g: crate::table::Global) -> Self {
-        UpcxxExtraNvshmemGptr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
+        upcxx_extra_nvshmem_gptr_t { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
     }
 }
 
 /// Where a resolution step finds NVSHMEM's state (`upcxx_extra_nvshmem_locate`).
+#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct UpcxxExtraNvshmemLocation {
+pub struct upcxx_extra_nvshmem_location_t {
     /// The step that found it.
-    pub source: UpcxxExtraNvshmemSource,
+    pub source: upcxx_extra_nvshmem_source_t,
     /// The NVSHMEM host library file (static storage, valid for the life of the process).
     pub library: *const c_char,
     /// Address of the state: host memory for DLSYM/SYMTAB, device memory for CUMODULE.
@@ -81,6 +91,14 @@ pub struct UpcxxExtraNvshmemLocation {
     pub is_device_address: bool,
 }
 
+/// The Rust-style names of the C types (the C names are the ones above; cbindgen reads those).
+pub use upcxx_extra_nvshmem_gptr_t as UpcxxExtraNvshmemGptr;
+pub use upcxx_extra_nvshmem_heap_info_t as UpcxxExtraNvshmemHeapInfo;
+pub use upcxx_extra_nvshmem_location_t as UpcxxExtraNvshmemLocation;
+pub use upcxx_extra_nvshmem_peer_t as UpcxxExtraNvshmemPeer;
+pub use crate::heap::UpcxxExtraNvshmemSource;
+pub use crate::status::UpcxxExtraNvshmemStatus;
+
 #[inline(always)]
 fn nonnull<T>(p: *const T, what: &'static str) -> Result<()> {
     if p.is_null() { Err(null_argument(what)) } else { Ok(()) }
@@ -92,8 +110,8 @@ fn null_argument(what: &str) -> Error {
     Error::new(Status::NullArgument, format!("{what} is NULL"))
 }
 
-fn heap_to_info(h: &Heap) -> UpcxxExtraNvshmemHeapInfo {
-    UpcxxExtraNvshmemHeapInfo {
+fn heap_to_info(h: &Heap) -> upcxx_extra_nvshmem_heap_info_t {
+    upcxx_extra_nvshmem_heap_info_t {
         base: h.base as *mut c_void,
         size: h.size,
         mapped_size: h.mapped_size,
@@ -126,14 +144,13 @@ fn intern(s: &str) -> *const c_char {
 /// VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3).
 /// Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_heap_query", || {
-        nonnull(out, "out")?;
-        let heap = publish::query()?;
-        // SAFETY: out is non-NULL and points to caller storage.
-        unsafe { out.write(heap_to_info(&heap)) };
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut upcxx_extra_nvshmem_heap_info_t) -> upcxx_extra_nvshmem_status_t {
+    nonnull(out, "out")?;
+    let heap = publish::query()?;
+    // SAFETY: out is non-NULL and points to caller storage.
+    unsafe { out.write(heap_to_info(&heap)) };
+    Ok(())
 }
 
 /// Describes the heap by hand, skipping discovery (custom builds, tests). Replaces any heap and
@@ -154,31 +171,30 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut UpcxxExtraNvsh
 /// size, n_pes < 1); BAD_PE (my_pe out of range). Process-wide state; thread safety: any thread,
 /// serialised with the other writers (translation on other threads sees the old or the new heap).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshmemHeapInfo) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_attach", || {
-        nonnull(info, "info")?;
-        // SAFETY: field-wise reads; `source` (an enum a caller may have left invalid) is not read.
-        let heap = unsafe {
-            Heap {
-                base: addr_of!((*info).base).read() as usize,
-                size: addr_of!((*info).size).read(),
-                mapped_size: addr_of!((*info).mapped_size).read(),
-                my_pe: addr_of!((*info).my_pe).read(),
-                n_pes: addr_of!((*info).n_pes).read(),
-                device: addr_of!((*info).device).read(),
-                version: (
-                    addr_of!((*info).version_major).read(),
-                    addr_of!((*info).version_minor).read(),
-                    addr_of!((*info).version_patch).read(),
-                ),
-                source: Source::Manual,
-            }
-        };
-        heap.check()?;
-        TABLE.set_heap(None);
-        TABLE.set_heap(Some(heap));
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const upcxx_extra_nvshmem_heap_info_t) -> upcxx_extra_nvshmem_status_t {
+    nonnull(info, "info")?;
+    // SAFETY: field-wise reads; `source` (an enum a caller may have left invalid) is not read.
+    let heap = unsafe {
+        Heap {
+            base: addr_of!((*info).base).read() as usize,
+            size: addr_of!((*info).size).read(),
+            mapped_size: addr_of!((*info).mapped_size).read(),
+            my_pe: addr_of!((*info).my_pe).read(),
+            n_pes: addr_of!((*info).n_pes).read(),
+            device: addr_of!((*info).device).read(),
+            version: (
+                addr_of!((*info).version_major).read(),
+                addr_of!((*info).version_minor).read(),
+                addr_of!((*info).version_patch).read(),
+            ),
+            source: Source::Manual,
+        }
+    };
+    heap.check()?;
+    TABLE.set_heap(None);
+    TABLE.set_heap(Some(heap));
+    Ok(())
 }
 
 /// Forgets the heap and the peer table (attached or discovered). Twice is harmless.
@@ -186,11 +202,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const UpcxxExtraNvshm
 /// Statuses: OK. Process-wide state; thread safety: any thread (a writer; translation on other
 /// threads sees the old table or none, never a mix).
 #[unsafe(no_mangle)]
-pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_detach", || {
-        TABLE.set_heap(None);
-        Ok(())
-    })
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_detach() -> upcxx_extra_nvshmem_status_t {
+    TABLE.set_heap(None);
+    Ok(())
 }
 
 /// The offset of `addr` from the local heap base.
@@ -199,15 +214,14 @@ pub extern "C" fn upcxx_extra_nvshmem_detach() -> UpcxxExtraNvshmemStatus {
 /// `heap_query` or `attach` it returns TABLE_NOT_SET ("no heap is known"), as `to_global_ptr` does.
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET; OUT_OF_HEAP. Thread safety: any thread, lock-free.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_offset", || {
-        nonnull(addr, "addr")?;
-        nonnull(offset, "offset")?;
-        let off = TABLE.offset(addr as usize)?;
-        // SAFETY: non-NULL caller storage.
-        unsafe { offset.write(off) };
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> upcxx_extra_nvshmem_status_t {
+    nonnull(addr, "addr")?;
+    nonnull(offset, "offset")?;
+    let off = TABLE.offset(addr as usize)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { offset.write(off) };
+    Ok(())
 }
 
 /// Fills the table: `peers[pe]` is PE `pe`'s UPC++ rank and heap base. `n_pes` must equal the
@@ -219,21 +233,20 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
 /// 0..n_pes-1); the statuses of `heap_query` when discovery runs. Process-wide state; thread
 /// safety: any thread (a writer; translation on other threads sees the old or the new table).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const UpcxxExtraNvshmemPeer) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_set_peers", || {
-        nonnull(peers, "peers")?;
-        if n_pes <= 0 {
-            crate::fail!(InvalidArgument, "n_pes is {n_pes}");
-        }
-        let heap = publish::current()?;
-        if n_pes != heap.n_pes {
-            crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
-        }
-        // SAFETY: the caller passes n_pes entries.
-        let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
-        let specs: Vec<PeerSpec> = given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect();
-        TABLE.set_peers(&heap, &specs)
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const upcxx_extra_nvshmem_peer_t) -> upcxx_extra_nvshmem_status_t {
+    nonnull(peers, "peers")?;
+    if n_pes <= 0 {
+        crate::fail!(InvalidArgument, "n_pes is {n_pes}");
+    }
+    let heap = publish::current()?;
+    if n_pes != heap.n_pes {
+        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
+    }
+    // SAFETY: the caller passes n_pes entries.
+    let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
+    let specs: Vec<PeerSpec> = given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect();
+    TABLE.set_peers(&heap, &specs)
 }
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
@@ -244,29 +257,28 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 /// runs (a heap attached by hand has no NVSHMEM table: use `set_peers`). Process-wide state;
 /// thread safety: any thread (a writer).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_set_peers_from_nvshmem", || {
-        // The heap and the array come from one validated read of the state.
-        let (heap, f) = publish::discover_live()?;
-        let n = heap.n_pes as usize;
-        if f.peer_heap_base_remote == 0 {
-            crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
-        }
-        let mut bytes = vec![0u8; n * 8];
-        crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| Error::new(Status::CudaError, m))?;
-        let ranks: Vec<c_int> = if pe_to_rank.is_null() {
-            (0..heap.n_pes).collect()
-        } else {
-            // SAFETY: the caller passes n_pes entries.
-            unsafe { std::slice::from_raw_parts(pe_to_rank, n) }.to_vec()
-        };
-        let specs: Vec<PeerSpec> = bytes
-            .chunks_exact(8)
-            .zip(ranks)
-            .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
-            .collect();
-        TABLE.set_peers(&heap, &specs)
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> upcxx_extra_nvshmem_status_t {
+    // The heap and the array come from one validated read of the state.
+    let (heap, f) = publish::discover_live()?;
+    let n = heap.n_pes as usize;
+    if f.peer_heap_base_remote == 0 {
+        crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
+    }
+    let mut bytes = vec![0u8; n * 8];
+    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| Error::new(Status::CudaError, m))?;
+    let ranks: Vec<c_int> = if pe_to_rank.is_null() {
+        (0..heap.n_pes).collect()
+    } else {
+        // SAFETY: the caller passes n_pes entries.
+        unsafe { std::slice::from_raw_parts(pe_to_rank, n) }.to_vec()
+    };
+    let specs: Vec<PeerSpec> = bytes
+        .chunks_exact(8)
+        .zip(ranks)
+        .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
+        .collect();
+    TABLE.set_peers(&heap, &specs)
 }
 
 /// The global pointer to PE `pe`'s copy of the symmetric object at `sym_addr` (a local heap address).
@@ -275,38 +287,32 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: 
 /// OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
 /// (a sequence-locked read: the answer comes from one table even while another thread replaces it).
 #[unsafe(no_mangle)]
+#[export(slow = to_global_ptr_slow)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
     sym_addr: *const c_void,
     pe: c_int,
-    out: *mut UpcxxExtraNvshmemGptr,
-) -> UpcxxExtraNvshmemStatus {
-    boundary_hot(
-        "upcxx_extra_nvshmem_to_global_ptr",
-        || {
-            if out.is_null() || sym_addr.is_null() {
-                return false;
-            }
-            let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) else { return false };
-            // SAFETY: non-NULL caller storage.
-            unsafe { out.write(g.into()) };
-            true
-        },
-        // Failure, or a race with a writer: the full path retries or says why.
-        || to_global_ptr_slow(sym_addr, pe, out),
-    )
+    out: *mut upcxx_extra_nvshmem_gptr_t,
+) -> upcxx_extra_nvshmem_status_t {
+    // The hot path; on false (a failure, or a race with a writer) the slow path retries or says why.
+    if out.is_null() || sym_addr.is_null() {
+        return false;
+    }
+    let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) else { return false };
+    // SAFETY: non-NULL caller storage.
+    unsafe { out.write(g.into()) };
+    true
 }
 
 #[cold]
 #[inline(never)]
-extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut UpcxxExtraNvshmemGptr) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_to_global_ptr", || {
-        nonnull(sym_addr, "sym_addr")?;
-        nonnull(out, "out")?;
-        let g = TABLE.to_global(sym_addr as usize, pe)?;
-        // SAFETY: non-NULL caller storage.
-        unsafe { out.write(g.into()) };
-        Ok(())
-    })
+#[export(name = "upcxx_extra_nvshmem_to_global_ptr")]
+extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut upcxx_extra_nvshmem_gptr_t) -> upcxx_extra_nvshmem_status_t {
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(out, "out")?;
+    let g = TABLE.to_global(sym_addr as usize, pe)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { out.write(g.into()) };
+    Ok(())
 }
 
 /// Where the `len` bytes at `raw` on UPC++ rank `rank` are mapped in THIS process: `*local` is
@@ -320,6 +326,7 @@ extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut U
 /// address, or the range's end, outside the rank's heap); NOT_INITIALIZED (NVSHMEM finalised).
 /// Thread safety: any thread, lock-free (NVSHMEM's `nvshmem_ptr` is called for other PEs).
 #[unsafe(no_mangle)]
+#[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
     rank: c_int,
     raw: *const c_void,
@@ -327,23 +334,21 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
     local: *mut *mut c_void,
     sym_addr: *mut *mut c_void,
     pe: *mut c_int,
-) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_local_ptr", || {
-        nonnull(raw, "raw")?;
-        nonnull(local, "local")?;
-        let (sym, p, mapped) = crate::mapping::local_ptr(rank, raw as usize, len)?;
-        // SAFETY: non-NULL caller storage; the optional outputs are checked.
-        unsafe {
-            local.write(mapped.unwrap_or(0) as *mut c_void);
-            if !sym_addr.is_null() {
-                sym_addr.write(sym as *mut c_void);
-            }
-            if !pe.is_null() {
-                pe.write(p);
-            }
+) -> upcxx_extra_nvshmem_status_t {
+    nonnull(raw, "raw")?;
+    nonnull(local, "local")?;
+    let (sym, p, mapped) = crate::mapping::local_ptr(rank, raw as usize, len)?;
+    // SAFETY: non-NULL caller storage; the optional outputs are checked.
+    unsafe {
+        local.write(mapped.unwrap_or(0) as *mut c_void);
+        if !sym_addr.is_null() {
+            sym_addr.write(sym as *mut c_void);
         }
-        Ok(())
-    })
+        if !pe.is_null() {
+            pe.write(p);
+        }
+    }
+    Ok(())
 }
 
 /// The symmetric address (in the local heap) and PE of the address `raw` on rank `rank`.
@@ -351,65 +356,59 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery); BAD_RANK; OUT_OF_HEAP (`raw`
 /// outside the heap of the rank's PE). Thread safety: any thread, lock-free, as `to_global_ptr`.
 #[unsafe(no_mangle)]
+#[export(slow = from_global_ptr_slow)]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
     rank: c_int,
     raw: *const c_void,
     sym_addr: *mut *mut c_void,
     pe: *mut c_int,
-) -> UpcxxExtraNvshmemStatus {
-    boundary_hot(
-        "upcxx_extra_nvshmem_from_global_ptr",
-        || {
-            if raw.is_null() || sym_addr.is_null() || pe.is_null() {
-                return false;
-            }
-            let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) else { return false };
-            // SAFETY: non-NULL caller storage.
-            unsafe {
-                sym_addr.write(sym as *mut c_void);
-                pe.write(p);
-            }
-            true
-        },
-        || from_global_ptr_slow(rank, raw, sym_addr, pe),
-    )
+) -> upcxx_extra_nvshmem_status_t {
+    if raw.is_null() || sym_addr.is_null() || pe.is_null() {
+        return false;
+    }
+    let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) else { return false };
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        sym_addr.write(sym as *mut c_void);
+        pe.write(p);
+    }
+    true
 }
 
 #[cold]
 #[inline(never)]
-extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_from_global_ptr", || {
-        nonnull(raw, "raw")?;
-        nonnull(sym_addr, "sym_addr")?;
-        nonnull(pe, "pe")?;
-        let (sym, p) = TABLE.from_global(rank, raw as usize)?;
-        // SAFETY: non-NULL caller storage.
-        unsafe {
-            sym_addr.write(sym as *mut c_void);
-            pe.write(p);
-        }
-        Ok(())
-    })
+#[export(name = "upcxx_extra_nvshmem_from_global_ptr")]
+extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> upcxx_extra_nvshmem_status_t {
+    nonnull(raw, "raw")?;
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(pe, "pe")?;
+    let (sym, p) = TABLE.from_global(rank, raw as usize)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        sym_addr.write(sym as *mut c_void);
+        pe.write(p);
+    }
+    Ok(())
 }
 
 /// A static description of a status (any integer is accepted: "unknown status" for others).
 /// Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
+#[export]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
-    boundary_value(|| {
-        Status::ALL
-            .iter()
-            .find(|s| **s as c_int == status)
-            .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
-    })
+    Status::ALL
+        .iter()
+        .find(|s| **s as c_int == status)
+        .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
 }
 
 /// The detail of the last failure on this thread (names the function, address, heap range, PE).
 /// Valid until the next failing call on this thread; "" when nothing has failed. Never NULL.
 /// Thread safety: any thread (thread-local).
 #[unsafe(no_mangle)]
+#[export]
 pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
-    boundary_value(crate::status::last_error_ptr)
+    crate::status::last_error_ptr()
 }
 
 /// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
@@ -418,11 +417,10 @@ pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
 /// Statuses: OK; INVALID_ARGUMENT (not a step: MANUAL, or an unknown value). Process-wide state;
 /// thread safety: any thread (affects later discoveries on every thread).
 #[unsafe(no_mangle)]
-pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_select_source", || {
-        discovery::select(discovery::selection(source)?);
-        Ok(())
-    })
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> upcxx_extra_nvshmem_status_t {
+    discovery::select(discovery::selection(source)?);
+    Ok(())
 }
 
 /// Runs one resolution step (`source`, or NONE for the first that works) and says where it
@@ -431,27 +429,26 @@ pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> UpcxxExtra
 /// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (not a step); NOT_LOADED; STEP_UNAVAILABLE;
 /// NOT_INITIALIZED and CUDA_ERROR (CUMODULE). Reads only; thread safety: any thread.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut UpcxxExtraNvshmemLocation) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_locate", || {
-        nonnull(out, "out")?;
-        let loc = discovery::locate(discovery::selection(source)?)?;
-        let (symbol_size, device) = match loc.state {
-            StateRef::Host { symbol_size, .. } => (symbol_size.unwrap_or(0), false),
-            StateRef::Device { symbol_size, .. } => (symbol_size, true),
-        };
-        // SAFETY: non-NULL caller storage.
-        unsafe {
-            out.write(UpcxxExtraNvshmemLocation {
-                source: loc.source,
-                library: intern(&loc.library.to_string_lossy()),
-                address: loc.state.address() as *mut c_void,
-                symbol_size,
-                version_field: loc.version_field,
-                is_device_address: device,
-            })
-        };
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut upcxx_extra_nvshmem_location_t) -> upcxx_extra_nvshmem_status_t {
+    nonnull(out, "out")?;
+    let loc = discovery::locate(discovery::selection(source)?)?;
+    let (symbol_size, device) = match loc.state {
+        StateRef::Host { symbol_size, .. } => (symbol_size.unwrap_or(0), false),
+        StateRef::Device { symbol_size, .. } => (symbol_size, true),
+    };
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        out.write(upcxx_extra_nvshmem_location_t {
+            source: loc.source,
+            library: intern(&loc.library.to_string_lossy()),
+            address: loc.state.address() as *mut c_void,
+            symbol_size,
+            version_field: loc.version_field,
+            is_device_address: device,
+        })
+    };
+    Ok(())
 }
 
 /// Bytes of heap memory the current peer table holds (0 for uniform bases with PE == rank).
@@ -459,16 +456,15 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut Upc
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery). Thread safety: any thread,
 /// lock-free.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_table_bytes", || {
-        nonnull(out, "out")?;
-        let bytes = TABLE
-            .table_bytes()
-            .ok_or_else(|| Error::new(Status::TableNotSet, "no peer table is set: call upcxx_extra_nvshmem_set_peers first"))?;
-        // SAFETY: non-NULL caller storage.
-        unsafe { out.write(bytes) };
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> upcxx_extra_nvshmem_status_t {
+    nonnull(out, "out")?;
+    let bytes = TABLE
+        .table_bytes()
+        .ok_or_else(|| Error::new(Status::TableNotSet, "no peer table is set: call upcxx_extra_nvshmem_set_peers first"))?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { out.write(bytes) };
+    Ok(())
 }
 
 /// Writes the doctor's report for this process (library, steps, layout check, and, when NVSHMEM
@@ -478,16 +474,15 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> Upc
 /// Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (the write failed). Thread safety: any thread
 /// (it may run discovery, a writer).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_report", || {
-        nonnull(file, "file")?;
-        let text = CString::new(crate::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
-        // SAFETY: caller's open FILE*.
-        if unsafe { libc::fputs(text.as_ptr(), file) } < 0 {
-            crate::fail!(InvalidArgument, "writing the report to the FILE* failed");
-        }
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> upcxx_extra_nvshmem_status_t {
+    nonnull(file, "file")?;
+    let text = CString::new(crate::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
+    // SAFETY: caller's open FILE*.
+    if unsafe { libc::fputs(text.as_ptr(), file) } < 0 {
+        crate::fail!(InvalidArgument, "writing the report to the FILE* failed");
+    }
+    Ok(())
 }
 
 /// Like `upcxx_extra_nvshmem_report`, into `buf` (`len` bytes, NUL-terminated). `*needed`
@@ -496,38 +491,36 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> Up
 /// Statuses: OK; NULL_ARGUMENT (`buf` NULL with `len` > 0); BUFFER_TOO_SMALL (nothing written but
 /// `*needed`). Thread safety: as `upcxx_extra_nvshmem_report`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> UpcxxExtraNvshmemStatus {
-    boundary("upcxx_extra_nvshmem_report_buffer", || {
-        let text = crate::report::in_process().to_text().replace('\0', "");
-        let need = text.len() + 1;
-        if !needed.is_null() {
-            // SAFETY: non-NULL caller storage.
-            unsafe { needed.write(need) };
-        }
-        if buf.is_null() && len > 0 {
-            crate::fail!(NullArgument, "buf is NULL but len is {len}");
-        }
-        if len < need {
-            crate::fail!(BufferTooSmall, "the report needs {need} bytes, the buffer has {len}");
-        }
-        // SAFETY: buf has len >= need bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, buf, text.len());
-            buf.add(text.len()).write(0);
-        }
-        Ok(())
-    })
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> upcxx_extra_nvshmem_status_t {
+    let text = crate::report::in_process().to_text().replace('\0', "");
+    let need = text.len() + 1;
+    if !needed.is_null() {
+        // SAFETY: non-NULL caller storage.
+        unsafe { needed.write(need) };
+    }
+    if buf.is_null() && len > 0 {
+        crate::fail!(NullArgument, "buf is NULL but len is {len}");
+    }
+    if len < need {
+        crate::fail!(BufferTooSmall, "the report needs {need} bytes, the buffer has {len}");
+    }
+    // SAFETY: buf has len >= need bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr() as *const c_char, buf, text.len());
+        buf.add(text.len()).write(0);
+    }
+    Ok(())
 }
 
 /// This library's version, e.g. "0.1.0" (the header's `UPCXX_EXTRA_NVSHMEM_VERSION_STRING` is the
 /// version it was generated with). Never NULL. Thread safety: any thread.
 #[unsafe(no_mangle)]
+#[export]
 pub extern "C" fn upcxx_extra_nvshmem_version() -> *const c_char {
-    boundary_value(|| {
-        static V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
-            Ok(v) => v,
-            Err(_) => c"",
-        };
-        V.as_ptr()
-    })
+    static V: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(v) => v,
+        Err(_) => c"",
+    };
+    V.as_ptr()
 }

@@ -7,36 +7,26 @@ use crate::status::Result;
 
 /// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
 /// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
+// `#[c_enum]` derives `Source::Dlsym`, `ALL`, `name()` ("dlsym", as the doctor prints it) and
+// `from_u32()` from this one table.
+#[upcxx_extra_nvshmem_macros::c_enum(prefix = "UPCXX_EXTRA_NVSHMEM_SOURCE_", lowercase)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpcxxExtraNvshmemSource {
+pub enum upcxx_extra_nvshmem_source_t {
     /// Nothing found yet; as a selection: try every step in order (the default).
-    None = 0,
+    UPCXX_EXTRA_NVSHMEM_SOURCE_NONE = 0,
     /// Step 1: `dlsym` of `nvshmemi_device_state` in a build that exports it.
-    Dlsym = 1,
+    UPCXX_EXTRA_NVSHMEM_SOURCE_DLSYM = 1,
     /// Step 2: the `.symtab` of the loaded library file.
-    Symtab = 2,
+    UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB = 2,
     /// Step 3: the public `nvshmemx_cumodule_init` route.
-    Cumodule = 3,
+    UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE = 3,
     /// Described by hand with `upcxx_extra_nvshmem_attach`.
-    Manual = 4,
+    UPCXX_EXTRA_NVSHMEM_SOURCE_MANUAL = 4,
 }
-pub use UpcxxExtraNvshmemSource as Source;
-
-impl Source {
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::None => "none",
-            Source::Dlsym => "dlsym",
-            Source::Symtab => "symtab",
-            Source::Cumodule => "cumodule",
-            Source::Manual => "manual",
-        }
-    }
-    pub fn from_u32(v: u32) -> Option<Source> {
-        [Source::None, Source::Dlsym, Source::Symtab, Source::Cumodule, Source::Manual].into_iter().find(|s| *s as u32 == v)
-    }
-}
+/// The Rust-style names of the source type (the C name is the one above).
+pub use upcxx_extra_nvshmem_source_t as UpcxxExtraNvshmemSource;
+pub use upcxx_extra_nvshmem_source_t as Source;
 
 /// The local heap, as attached by hand or discovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

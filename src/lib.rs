@@ -5,6 +5,8 @@
 //! by offset ([`table`]; [`publish`] puts what discovery finds there), and exposes both through a C ABI ([`ffi`], header
 //! `include/upcxx_extra_nvshmem.h`). [`report`] is the doctor's engine.
 
+#![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
+
 pub mod cuda;
 pub mod discovery;
 pub mod elf;
@@ -28,5 +30,7 @@ extern "C" fn on_load() {
 }
 
 #[used]
+#[allow(unsafe_code)] // the .init_array entry (load-time resolution)
 #[unsafe(link_section = ".init_array")]
 static ON_LOAD: extern "C" fn() = on_load;
+

@@ -20,6 +20,7 @@ type StatusFn = unsafe extern "C" fn() -> c_int;
 static PTR: AtomicUsize = AtomicUsize::new(0);
 static INIT_STATUS: AtomicUsize = AtomicUsize::new(0);
 
+#[allow(unsafe_code)]
 fn public_api() -> Option<(StatusFn, PtrFn)> {
     let (s, p) = (INIT_STATUS.load(Ordering::Acquire), PTR.load(Ordering::Acquire));
     if s != 0 && p != 0 {
@@ -37,6 +38,7 @@ fn public_api() -> Option<(StatusFn, PtrFn)> {
 /// The bytes `[raw, raw + len)` on UPC++ rank `rank`: their symmetric address and PE, and the
 /// address they are mapped at in this process (None: not mapped here). `len` 0 checks `raw`
 /// alone.
+#[allow(unsafe_code)]
 pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Option<usize>)> {
     let (sym, pe) = TABLE.from_global(rank, raw)?;
     let (base, size, my_pe) = TABLE.extent();

@@ -51,9 +51,12 @@ pub struct LoadedLibrary {
 #[derive(Debug)]
 pub struct Handle(pub *mut c_void);
 // SAFETY: a dlopen handle is a process-wide token; dlsym/dlclose are thread-safe.
+#[allow(unsafe_code)]
 unsafe impl Send for Handle {}
+#[allow(unsafe_code)]
 unsafe impl Sync for Handle {}
 impl Drop for Handle {
+    #[allow(unsafe_code)]
     fn drop(&mut self) {
         if !self.0.is_null() {
             // SAFETY: the handle came from dlopen and is closed exactly once.
@@ -71,12 +74,14 @@ impl LoadedLibrary {
     }
 
     /// `dlsym` in this library; NULL when the symbol is not exported.
+    #[allow(unsafe_code)]
     pub fn dlsym(&self, name: &CStr) -> *mut c_void {
         // SAFETY: valid handle and NUL-terminated name.
         unsafe { libc::dlsym(self.handle.0, name.as_ptr()) }
     }
 
     /// `nvshmemx_init_status()`, or None when the build lacks it.
+    #[allow(unsafe_code)]
     pub fn init_status(&self) -> Option<c_int> {
         // SAFETY: a public NVSHMEM function without arguments, safe before init.
         self.api.init_status.map(|f| unsafe { f() })
@@ -95,6 +100,7 @@ impl LoadedLibrary {
     }
 
     /// `nvshmem_info_get_name` (e.g. "NVSHMEM v3.4.5").
+    #[allow(unsafe_code)]
     pub fn name(&self) -> Option<String> {
         let get = self.api.info_get_name?;
         // NVSHMEM_MAX_NAME_LEN is 256; leave generous room.
@@ -134,6 +140,7 @@ struct Search {
     found: Option<Found>,
 }
 
+#[allow(unsafe_code)]
 unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut c_void) -> c_int {
     // SAFETY: called by dl_iterate_phdr with a valid info; data is our &mut Search.
     let (info, search) = unsafe { (&*info, &mut *(data as *mut Search)) };
@@ -166,12 +173,14 @@ unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: libc::s
     0
 }
 
+#[allow(unsafe_code)]
 fn iterate(search: &mut Search) {
     // SAFETY: the callback matches the expected signature and only touches `search`.
     unsafe { libc::dl_iterate_phdr(Some(phdr_callback), search as *mut Search as *mut c_void) };
 }
 
 /// Finds the loaded NVSHMEM host library, or None when no such library is in the process.
+#[allow(unsafe_code)]
 pub fn find_loaded() -> Option<LoadedLibrary> {
     let mut search = Search { want_name: true, addr: 0, found: None };
     iterate(&mut search);
@@ -213,6 +222,7 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
 
 /// Opens a library file for inspection (the doctor): `dlopen(RTLD_NOW | RTLD_LOCAL)`, without
 /// initialising NVSHMEM. Err carries `dlerror()`.
+#[allow(unsafe_code)]
 pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let cpath = CString::new(canonical.as_os_str().as_encoded_bytes()).map_err(|_| "path contains NUL".to_string())?;
@@ -250,6 +260,7 @@ macro_rules! sym {
     }};
 }
 
+#[allow(unsafe_code)]
 fn resolve_api(lib: &LoadedLibrary) -> PublicApi {
     PublicApi {
         init_status: sym!(lib, c"nvshmemx_init_status"),

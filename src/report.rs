@@ -58,6 +58,7 @@ fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
 }
 
 /// `resolve_in` takes the library by value; inspection re-opens a handle to the same object.
+#[allow(unsafe_code)]
 fn clone_lib(lib: &LoadedLibrary) -> LoadedLibrary {
     let cpath = std::ffi::CString::new(lib.path.as_os_str().as_encoded_bytes()).unwrap_or_default();
     // SAFETY: RTLD_NOLOAD only bumps the reference count of a loaded object.
@@ -92,6 +93,7 @@ fn dlsym_reason(reason: &str, sym: &Result<elf::SymtabLookup, String>) -> String
 }
 
 /// Static facts about a loaded NVSHMEM library: steps, symbol, layout, verdict.
+#[allow(unsafe_code)]
 pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict, String) {
     let mut m = serde_json::Map::new();
     let name = lib.name();

@@ -2,98 +2,76 @@
 //! function runs its body inside.
 
 use std::cell::RefCell;
-use std::ffi::{CStr, CString, c_char};
+use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The result of every call of the C ABI.
 ///
 /// `OK` is 0; every other value names one kind of failure. The detail of the last failure on the
 /// calling thread (the address, the heap range, the PE) is in `upcxx_extra_nvshmem_last_error()`.
+//
+// The one table of statuses (plain comments here stay out of the C header): each variant carries
+// its `strerror` description; `#[c_enum]` derives the Rust names (`Status::NullArgument`), `ALL`,
+// `name()` and `description()` from it.
+#[upcxx_extra_nvshmem_macros::c_enum(prefix = "UPCXX_EXTRA_NVSHMEM_STATUS_")]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpcxxExtraNvshmemStatus {
+pub enum upcxx_extra_nvshmem_status_t {
     /// Success.
-    Ok = 0,
+    #[description(c"success")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_OK = 0,
     /// A pointer argument that must not be NULL was NULL.
-    NullArgument = 1,
+    #[description(c"a required pointer argument is NULL")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT = 1,
     /// No NVSHMEM host library (`libnvshmem_host.so.*`) is loaded in this process.
-    NotLoaded = 2,
+    #[description(c"NVSHMEM host library is not loaded in this process")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED = 2,
     /// NVSHMEM is loaded but not initialised (or already finalised).
-    NotInitialized = 3,
+    #[description(c"NVSHMEM is not initialised (or already finalised)")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED = 3,
     /// The NVSHMEM state was found but its layout is not one this library knows.
-    UnsupportedLayout = 4,
+    #[description(c"NVSHMEM state has a layout this library does not support")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_UNSUPPORTED_LAYOUT = 4,
     /// The heap description read from NVSHMEM did not pass the check against the public API.
-    ValidationFailed = 5,
+    #[description(c"the heap found does not pass validation against nvshmem_ptr")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED = 5,
     /// The address is not inside the symmetric heap.
-    OutOfHeap = 6,
+    #[description(c"address is outside the NVSHMEM symmetric heap")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP = 6,
     /// The PE number is negative or not less than the number of PEs.
-    BadPe = 7,
+    #[description(c"PE number out of range")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE = 7,
     /// The UPC++ rank is negative, out of range, or not in the table.
-    BadRank = 8,
+    #[description(c"UPC++ rank out of range or not in the table")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK = 8,
     /// No heap is known (`heap_query` / `attach` first), or no peer table has been set
     /// (`upcxx_extra_nvshmem_set_peers`). The translation calls never run discovery.
-    TableNotSet = 9,
+    #[description(c"no heap is known, or its peer table is not set")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET = 9,
     /// An argument is out of its allowed range (a size of 0, an overflowing range, duplicate ranks...).
-    InvalidArgument = 10,
+    #[description(c"invalid argument")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT = 10,
     /// The selected resolution step is not available in this process (symbol not exported,
     /// `.symtab` stripped, no CUDA driver...).
-    StepUnavailable = 11,
+    #[description(c"the selected resolution step is not available")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE = 11,
     /// A CUDA driver call failed.
-    CudaError = 12,
+    #[description(c"a CUDA driver call failed")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR = 12,
     /// The output buffer is too small; the needed size was written.
-    BufferTooSmall = 13,
+    #[description(c"output buffer too small")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_BUFFER_TOO_SMALL = 13,
     /// A panic was caught at the C ABI boundary (a bug in this library; please report it).
-    Panic = 14,
+    #[description(c"internal error: a panic was caught at the C ABI boundary")]
+    UPCXX_EXTRA_NVSHMEM_STATUS_PANIC = 14,
 }
 
-pub use UpcxxExtraNvshmemStatus as Status;
-
-/// The status table: each status once, with its C name (without prefix) and its description.
-/// `ALL`, `name` and `description` come from it; the enum above stays written out, because
-/// cbindgen reads the source, not macro expansions. A status missing here fails the build (the
-/// matches are exhaustive), and `ALL`'s order is checked against the numbers by a unit test.
-macro_rules! status_table {
-    ($($variant:ident, $name:literal, $description:literal;)*) => {
-        impl Status {
-            /// Every status, in numeric order (used by tests and `strerror`).
-            pub const ALL: &'static [Status] = &[$(Status::$variant),*];
-
-            /// The C name without prefix (`OK`, `NULL_ARGUMENT`, ...), as in the header.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Status::$variant => $name,)*
-                }
-            }
-
-            /// The static, NUL-terminated description of the status.
-            pub fn description(self) -> &'static CStr {
-                match self {
-                    $(Status::$variant => $description,)*
-                }
-            }
-        }
-    };
-}
-
-status_table! {
-    Ok, "OK", c"success";
-    NullArgument, "NULL_ARGUMENT", c"a required pointer argument is NULL";
-    NotLoaded, "NOT_LOADED", c"NVSHMEM host library is not loaded in this process";
-    NotInitialized, "NOT_INITIALIZED", c"NVSHMEM is not initialised (or already finalised)";
-    UnsupportedLayout, "UNSUPPORTED_LAYOUT", c"NVSHMEM state has a layout this library does not support";
-    ValidationFailed, "VALIDATION_FAILED", c"the heap found does not pass validation against nvshmem_ptr";
-    OutOfHeap, "OUT_OF_HEAP", c"address is outside the NVSHMEM symmetric heap";
-    BadPe, "BAD_PE", c"PE number out of range";
-    BadRank, "BAD_RANK", c"UPC++ rank out of range or not in the table";
-    TableNotSet, "TABLE_NOT_SET", c"no heap is known, or its peer table is not set";
-    InvalidArgument, "INVALID_ARGUMENT", c"invalid argument";
-    StepUnavailable, "STEP_UNAVAILABLE", c"the selected resolution step is not available";
-    CudaError, "CUDA_ERROR", c"a CUDA driver call failed";
-    BufferTooSmall, "BUFFER_TOO_SMALL", c"output buffer too small";
-    Panic, "PANIC", c"internal error: a panic was caught at the C ABI boundary";
-}
+/// The Rust-style names of the status type (the C name is the one above).
+pub use upcxx_extra_nvshmem_status_t as UpcxxExtraNvshmemStatus;
+pub use upcxx_extra_nvshmem_status_t as Status;
 
 #[cfg(test)]
+#[allow(unsafe_code)] // tests read the C strings the boundary returns
 mod table_tests {
     use super::Status;
 
@@ -108,11 +86,21 @@ mod table_tests {
     #[test]
     fn a_panic_returns_the_fallback_of_the_type() {
         use std::ffi::{CStr, c_char};
-        let s: Status = super::boundary_value(|| panic!("test"));
+        let s: Status = super::boundary("t", || panic!("test"));
         assert_eq!(s, Status::Panic);
-        let p: *const c_char = super::boundary_value(|| panic!("test"));
+        assert!(super::last_error().contains("t: internal panic caught at the C ABI boundary: test"));
+        let p: *const c_char = super::boundary("t", || panic!("test"));
         assert_eq!(unsafe { CStr::from_ptr(p) }, Status::Panic.description());
-        assert_eq!(super::boundary("t", || panic!("test")), Status::Panic);
+        let e: Status = super::boundary("t", || Err(super::Error::new(Status::BadPe, "pe 9")));
+        assert_eq!((e, super::last_error().as_str()), (Status::BadPe, "t: pe 9"));
+    }
+
+    #[test]
+    fn the_short_names_are_the_c_names() {
+        assert_eq!(Status::NullArgument, Status::UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT);
+        assert_eq!(Status::NullArgument.name(), "NULL_ARGUMENT");
+        assert_eq!(Status::from_u32(14), Some(Status::Panic));
+        assert_eq!(Status::from_u32(15), None);
     }
 }
 
@@ -164,6 +152,11 @@ pub fn set_last_error(message: &str) {
     let _ = LAST_ERROR.try_with(|slot| *slot.borrow_mut() = c);
 }
 
+/// This thread's last error message (a copy).
+pub fn last_error() -> String {
+    LAST_ERROR.try_with(|slot| slot.borrow().to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Pointer to this thread's last error message (valid until the next failing call on this thread).
 pub fn last_error_ptr() -> *const c_char {
     LAST_ERROR
@@ -171,16 +164,16 @@ pub fn last_error_ptr() -> *const c_char {
         .unwrap_or(c"".as_ptr())
 }
 
-/// The panic boundary. Every exported function's body runs inside it: a panic becomes
-/// `Status::Panic`, an `Err` becomes its status with the message recorded as the last error.
-/// Inlined so that the success path of the translation calls costs no call or copy; the
-/// failure paths are out of line.
+/// The panic boundary. Every exported function's body runs inside it (the `#[export]` macro of
+/// `upcxx_extra_nvshmem_macros` writes the call): a panic becomes the fallback of the return type
+/// ([`Boundary::panicked`]); for a status an `Err` becomes its status, with the message recorded
+/// as the last error. Inlined so that the success path of the translation calls costs no call or
+/// copy; the failure paths are out of line.
 #[inline(always)]
-pub fn boundary(name: &'static str, body: impl FnOnce() -> Result<()>) -> Status {
+pub fn boundary<R: Boundary>(name: &'static str, body: impl FnOnce() -> R::Body) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => Status::Ok,
-        Ok(Err(e)) => record_error(name, e),
-        Err(payload) => record_panic(name, payload),
+        Ok(b) => R::finish(name, b),
+        Err(payload) => R::panicked(name, payload),
     }
 }
 
@@ -219,26 +212,39 @@ fn record_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> Status {
     Status::Panic
 }
 
-/// What an exported function returns when its body panicked, chosen by its return type (as
-/// rustls-ffi does): a status returns `PANIC`, a string the static description of a panic.
-pub trait PanicFallback {
-    fn panic_fallback() -> Self;
+/// What an exported function's body evaluates to, and what the function returns when the body
+/// panicked, chosen by the return type (as rustls-ffi does): a status returns `PANIC`, a string
+/// the static description of a panic. A return type without an impl does not compile.
+pub trait Boundary: Sized {
+    /// The type of the function's body: `Result<()>` for a status (so `?` works).
+    type Body;
+    /// The function's return value from its body's.
+    fn finish(name: &'static str, body: Self::Body) -> Self;
+    /// The function's return value after its body panicked (the panic is recorded as the last error).
+    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self;
 }
 
-impl PanicFallback for Status {
-    fn panic_fallback() -> Self {
-        Status::Panic
+impl Boundary for Status {
+    type Body = Result<()>;
+    #[inline(always)]
+    fn finish(name: &'static str, body: Result<()>) -> Self {
+        match body {
+            Ok(()) => Status::Ok,
+            Err(e) => record_error(name, e),
+        }
+    }
+    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
+        record_panic(name, payload)
     }
 }
 
-impl PanicFallback for *const c_char {
-    fn panic_fallback() -> Self {
-        Status::Panic.description().as_ptr()
+impl Boundary for *const c_char {
+    type Body = *const c_char;
+    #[inline(always)]
+    fn finish(_: &'static str, body: *const c_char) -> Self {
+        body
     }
-}
-
-/// The panic boundary for exported functions that return a value rather than a status; the
-/// value after a panic comes from the type ([`PanicFallback`]).
-pub fn boundary_value<T: PanicFallback>(body: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|_| T::panic_fallback())
+    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
+        record_panic(name, payload).description().as_ptr()
+    }
 }

@@ -65,6 +65,7 @@ struct Buf<T> {
     cap: usize,
 }
 // SAFETY: the buffers hold atomics and are only handed out under the writers' mutex.
+#[allow(unsafe_code)]
 unsafe impl<T> Send for Buf<T> {}
 
 impl<T: Default> Buf<T> {
@@ -73,6 +74,7 @@ impl<T: Default> Buf<T> {
         let cap = b.len();
         Buf { ptr: Box::into_raw(b) as *mut T, cap }
     }
+    #[allow(unsafe_code)]
     fn slice(&self) -> &[T] {
         // SAFETY: ptr/cap come from a leaked Box<[T]> that is never freed.
         unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
@@ -435,6 +437,7 @@ impl Table {
     /// (then `to_global` retries and says why). Written so that the exported function needs no
     /// stack frame (few live values) and each failure is one conditional jump to the slow path.
     #[inline(always)]
+    #[allow(unsafe_code)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
         let (s1, _, bases, ranks) = self.open(pe, &self.rank_of_pe)?;
         let off = sym.wrapping_sub(self.base.load(Ordering::Relaxed));
@@ -467,6 +470,7 @@ impl Table {
 
     /// The hot path of `from_global`: one attempt, None on any failure or a race with a writer.
     #[inline(always)]
+    #[allow(unsafe_code)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
         let (s1, n, bases, pes) = self.open(rank, &self.pe_of_rank)?;
         // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
@@ -508,6 +512,7 @@ impl Table {
 
     /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`: the hot path's
     /// answer, tried again while a writer races with it; otherwise why not.
+    #[allow(unsafe_code)]
     pub fn from_global(&self, rank: i32, raw: usize) -> Result<(usize, i32)> {
         loop {
             if let Some(a) = self.try_from_global(rank, raw) {
