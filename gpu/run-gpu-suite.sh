@@ -53,6 +53,22 @@ if [ -x "$PREFIX/bin/bench_translate" ]; then
   run "$PREFIX/bin/bench_translate" --max-pes 1048576
 fi
 
+# ---- Same-run comparison with another build of this library (UXN_BASELINE_PREFIX: its lib/, same
+# soname; e.g. the commit before a refactor): the same heap_check and bench_translate binaries run
+# against either library, alternating, UXN_BASELINE_ROUNDS times. Compare the BENCH lines.
+if [ -n "${UXN_BASELINE_PREFIX:-}" ]; then
+  for round in $(seq 1 "${UXN_BASELINE_ROUNDS:-3}"); do
+    for which in baseline current; do
+      lib=$PREFIX/lib; [ "$which" = baseline ] && lib=$UXN_BASELINE_PREFIX/lib
+      echo; echo "== round $round: $which library ($lib)"
+      LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH $MPIRUN "$OUTDIR/heap_check" mpi | grep -E "^BENCH|SUMMARY"
+      if [ -x "$PREFIX/bin/bench_translate" ]; then
+        LD_LIBRARY_PATH=$lib:$LD_LIBRARY_PATH "$PREFIX/bin/bench_translate" --max-pes 65536 | grep -E "^\| (2|65536) "
+      fi
+    done
+  done
+fi
+
 # ---- The UPC++ layer: gpu/run-upcxx-suite.sh, against the UPC++ releases of ../shared/upcxx
 # (carry its setup.sh and tarballs, name the folder in UXN_UPCXX_DIR).
 if [ -n "${UXN_UPCXX_DIR:-}" ]; then
