@@ -5,7 +5,9 @@
 # one GPU each) with CUDA VMM on and off.
 #   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
 #   UXN_NVSHMEM_TARBALLS="a.tar.xz ..." gpu/run-upcxx-suite.sh [outdir]
-# UXN_RANKS (default 2: one GPU each), UXN_THREADMODES (default seq), UXN_COPY_MAX_BYTES (1 GiB).
+# UXN_RANKS (default 2: one GPU each), UXN_THREADMODES (default seq), UXN_RELEASES (default both),
+# UXN_COPY_MAX_BYTES (1 GiB); UXN_BASELINE_PREFIX (+ UXN_BASELINE_ROUNDS, 3): hpp_test's BENCH
+# alternating between this library and another build of it, in the same run.
 # Prints every CHECK/BENCH/RESULT line and ends with one SUMMARY line per run.
 set -u
 OUTDIR=${1:-/tmp/uxn-upcxx}
@@ -39,7 +41,7 @@ run() { # label env... program
 }
 for NV in "${homes[@]}"; do
   nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
-  for REL in 2020.10.0 2023.9.0; do
+  for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
     for TM in $THREADMODES; do
       U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
       for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp tests/cxx/nvshmem_copy_test.cpp; do
@@ -54,6 +56,14 @@ for NV in "${homes[@]}"; do
       run "example VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_upcxx_copy"
       run "copy_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
       run "copy_test VMM off, $tag" "$L" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=3G "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_copy_test" "${UXN_COPY_MAX_BYTES:-1073741824}"
+      # Same-run comparison of the translation BENCH against another build of this library
+      # (UXN_BASELINE_PREFIX, same soname): the same binary, alternating libraries, VMM on.
+      if [ -n "${UXN_BASELINE_PREFIX:-}" ]; then
+        for round in $(seq 1 "${UXN_BASELINE_ROUNDS:-3}"); do
+          run "hpp_test round $round baseline library, $tag" "LD_LIBRARY_PATH=$NV/lib:$UXN_BASELINE_PREFIX/lib:${LD_LIBRARY_PATH:-}" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
+          run "hpp_test round $round current library, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
+        done
+      fi
     done
   done
 done
