@@ -239,14 +239,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
     if n_pes <= 0 {
         crate::fail!(InvalidArgument, "n_pes is {n_pes}");
     }
-    let heap = publish::current()?;
-    if n_pes != heap.n_pes {
-        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
-    }
     // SAFETY: the caller passes n_pes entries.
     let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
-    let specs: Vec<PeerSpec> = given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect();
-    TABLE.set_peers(&heap, &specs)
+    publish::set_peers(&given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect::<Vec<_>>())
 }
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device
@@ -259,26 +254,14 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> upcxx_extra_nvshmem_status_t {
-    // The heap and the array come from one validated read of the state.
-    let (heap, f) = publish::discover_live()?;
-    let n = heap.n_pes as usize;
-    if f.peer_heap_base_remote == 0 {
-        crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
-    }
-    let mut bytes = vec![0u8; n * 8];
-    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| Error::new(Status::CudaError, m))?;
-    let ranks: Vec<c_int> = if pe_to_rank.is_null() {
-        (0..heap.n_pes).collect()
-    } else {
-        // SAFETY: the caller passes n_pes entries.
-        unsafe { std::slice::from_raw_parts(pe_to_rank, n) }.to_vec()
-    };
-    let specs: Vec<PeerSpec> = bytes
-        .chunks_exact(8)
-        .zip(ranks)
-        .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
-        .collect();
-    TABLE.set_peers(&heap, &specs)
+    publish::set_peers_from_nvshmem(|n| {
+        if pe_to_rank.is_null() {
+            None
+        } else {
+            // SAFETY: the caller passes n_pes entries.
+            Some(unsafe { std::slice::from_raw_parts(pe_to_rank, n) }.to_vec())
+        }
+    })
 }
 
 /// The global pointer to PE `pe`'s copy of the symmetric object at `sym_addr` (a local heap address).

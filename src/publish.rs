@@ -6,7 +6,7 @@ use crate::discovery;
 use crate::discovery::Source;
 use crate::layout::StateFields;
 use crate::status::{Result, Status};
-use crate::table::{Heap, TABLE};
+use crate::table::{Heap, PeerSpec, TABLE};
 
 /// Discovers the heap now and publishes it (keeping the peer table when the heap is unchanged,
 /// dropping heap and table when NVSHMEM is gone), with the validated state it read (for
@@ -47,4 +47,35 @@ pub fn query() -> Result<Heap> {
         Some(h) if h.source == Source::Manual => Ok(h),
         _ => discover(),
     }
+}
+
+/// Fills the peer table from the caller's entries, one per PE (discovery runs when no heap is
+/// known yet).
+pub fn set_peers(specs: &[PeerSpec]) -> Result<()> {
+    let heap = current()?;
+    if specs.len() != heap.n_pes as usize {
+        crate::fail!(InvalidArgument, "n_pes is {} but the heap has {}", specs.len(), crate::status::pes(heap.n_pes));
+    }
+    TABLE.set_peers(&heap, specs)
+}
+
+/// Fills the peer table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a
+/// device array, read from the same validated read of the state as the heap), and the PE -> rank
+/// map from `pe_to_rank(n_pes)` (None: identity).
+pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>) -> Result<()> {
+    let (heap, f) = discover_live()?;
+    let n = heap.n_pes as usize;
+    if f.peer_heap_base_remote == 0 {
+        crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
+    }
+    let mut bytes = vec![0u8; n * 8];
+    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote)
+        .map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
+    let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
+    let specs: Vec<PeerSpec> = bytes
+        .chunks_exact(8)
+        .zip(ranks)
+        .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
+        .collect();
+    TABLE.set_peers(&heap, &specs)
 }
