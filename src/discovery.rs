@@ -103,6 +103,34 @@ pub struct StepOutcome {
     pub detail: String,
 }
 
+impl StepOutcome {
+    fn of(step: Step, r: &Result<(StateRef, u32, String)>) -> StepOutcome {
+        match r {
+            Ok((_, _, detail)) => StepOutcome { step, status: Status::Ok, detail: detail.clone() },
+            Err(e) => StepOutcome { step, status: e.status, detail: e.message.clone() },
+        }
+    }
+
+    /// `[step] detail`: how a failed resolution's message lists each step it tried.
+    pub fn label(&self) -> String {
+        format!("[{}] {}", self.step.name(), self.detail)
+    }
+}
+
+/// The status of a resolution whose steps all failed: the most telling one (a layout problem
+/// beats a CUDA error beats "not initialised" beats "unavailable").
+pub fn failed_status(outcomes: &[StepOutcome]) -> Status {
+    [Status::UnsupportedLayout, Status::CudaError, Status::NotInitialized]
+        .into_iter()
+        .find(|s| outcomes.iter().any(|o| o.status == *s))
+        .unwrap_or(Status::StepUnavailable)
+}
+
+/// Runs one step on `lib` without any cache and says what it found (the doctor's inspection).
+pub fn try_step(lib: &LoadedLibrary, step: Step) -> StepOutcome {
+    StepOutcome::of(step, &run_step(lib, step))
+}
+
 /// A successful resolution.
 #[derive(Debug)]
 pub struct Resolution {
@@ -313,28 +341,17 @@ fn run_step(lib: &LoadedLibrary, step: Step) -> Result<(StateRef, u32, String)> 
 pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
     let steps: Vec<Step> = which.map_or(Step::ALL.to_vec(), |s| vec![s]);
     let mut outcomes = Vec::new();
-    let mut errors: Vec<Error> = Vec::new();
     for step in steps {
-        match run_step(&lib, step) {
-            Ok((state, version_field, detail)) => {
-                log::debug!("resolution step {}: {detail}", step.name());
-                outcomes.push(StepOutcome { step, status: Status::Ok, detail });
-                return Ok(Resolution { lib, source: step.into(), state, version_field, steps: outcomes });
-            }
-            Err(e) => {
-                log::debug!("resolution step {} failed: {}", step.name(), e.message);
-                outcomes.push(StepOutcome { step, status: e.status, detail: e.message.clone() });
-                errors.push(e);
-            }
+        let r = run_step(&lib, step);
+        let outcome = StepOutcome::of(step, &r);
+        log::debug!("resolution step {}: {:?}: {}", step.name(), outcome.status, outcome.detail);
+        outcomes.push(outcome);
+        if let Ok((state, version_field, _)) = r {
+            return Ok(Resolution { lib, source: step.into(), state, version_field, steps: outcomes });
         }
     }
-    // The most telling status: a layout problem beats "not initialised" beats "unavailable".
-    let status = [Status::UnsupportedLayout, Status::CudaError, Status::NotInitialized]
-        .into_iter()
-        .find(|s| errors.iter().any(|e| e.status == *s))
-        .unwrap_or(Status::StepUnavailable);
-    let message = outcomes.iter().map(|o| format!("[{}] {}", o.step.name(), o.detail)).collect::<Vec<_>>().join("; ");
-    Err((Error::new(status, format!("no resolution step found the NVSHMEM state: {message}")), outcomes))
+    let message = outcomes.iter().map(StepOutcome::label).collect::<Vec<_>>().join("; ");
+    Err((Error::new(failed_status(&outcomes), format!("no resolution step found the NVSHMEM state: {message}")), outcomes))
 }
 
 /// The loaded NVSHMEM library, or `NotLoaded`.

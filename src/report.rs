@@ -50,26 +50,13 @@ fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
         let status = if available { Status::Ok } else { Status::StepUnavailable };
         return (json!({"step": "cumodule", "available": available, "status": status.name(), "reason": reason}), status);
     }
-    let status = match discovery::resolve_in(clone_lib(lib), Some(step)) {
-        Ok(r) => (Status::Ok, r.steps.last().map(|o| o.detail.clone()).unwrap_or_default()),
-        Err((e, _)) => (e.status, e.message.trim_start_matches("no resolution step found the NVSHMEM state: ").to_string()),
+    let o = discovery::try_step(lib, step);
+    let status = if o.status == Status::Ok {
+        (Status::Ok, o.detail.clone())
+    } else {
+        (discovery::failed_status(std::slice::from_ref(&o)), o.label())
     };
     (json!({"step": step.name(), "available": status.0 == Status::Ok, "status": status.0.name(), "reason": status.1}), status.0)
-}
-
-/// `resolve_in` takes the library by value; inspection re-opens a handle to the same object.
-#[allow(unsafe_code)]
-fn clone_lib(lib: &LoadedLibrary) -> LoadedLibrary {
-    let cpath = std::ffi::CString::new(lib.path.as_os_str().as_encoded_bytes()).unwrap_or_default();
-    // SAFETY: RTLD_NOLOAD only bumps the reference count of a loaded object.
-    let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
-    LoadedLibrary {
-        path: lib.path.clone(),
-        load_bias: lib.load_bias,
-        segments: lib.segments.clone(),
-        handle: nvshmem_lib::Handle(if h.is_null() { std::ptr::null_mut() } else { h }),
-        api: lib.api,
-    }
 }
 
 /// The dlsym step's reason, told from what the file's symbol tables say. Discovery only knows
