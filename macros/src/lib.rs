@@ -193,6 +193,35 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
 /// - `ALL` (every value, in the order written), `name()` (the C name without prefix, e.g.
 ///   `NULL_ARGUMENT`; `lowercase` in the attribute gives `null_argument`), `from_u32()`;
 /// - `description()` (a `&'static CStr`) when every variant carries `#[description(c"...")]`.
+///
+/// ```
+/// #[upcxx_extra_nvshmem_macros::c_enum(prefix = "MY_STATUS_")]
+/// #[repr(C)]
+/// #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// pub enum my_status_t {
+///     #[description(c"success")]
+///     MY_STATUS_OK = 0,
+///     #[description(c"a required pointer argument is NULL")]
+///     MY_STATUS_NULL_ARGUMENT = 1,
+/// }
+/// # fn main() {
+/// assert_eq!(my_status_t::NullArgument, my_status_t::MY_STATUS_NULL_ARGUMENT);
+/// assert_eq!(my_status_t::NullArgument.name(), "NULL_ARGUMENT");
+/// assert_eq!(my_status_t::Ok.description(), c"success");
+/// assert_eq!(my_status_t::from_u32(1), Some(my_status_t::NullArgument));
+/// assert_eq!(my_status_t::from_u32(2), None);
+/// assert_eq!(my_status_t::ALL.len(), 2);
+/// # }
+/// ```
+///
+/// A variant outside the prefix, or a description on some variants only, does not compile:
+///
+/// ```compile_fail
+/// #[upcxx_extra_nvshmem_macros::c_enum(prefix = "MY_STATUS_")]
+/// #[repr(C)]
+/// pub enum my_status_t { MY_STATUS_OK = 0, OTHER_BAD = 1 }
+/// # fn main() {}
+/// ```
 #[proc_macro_attribute]
 pub fn c_enum(attr: TokenStream, item: TokenStream) -> TokenStream {
     expand(c_enum_impl(attr, item))
