@@ -11,10 +11,22 @@ use object::{Object, ObjectSymbol};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+/// The shared library of this build: `cargo test` builds the rlib the tests link, not always the
+/// cdylib, so the test asks cargo for it (the same target directory and profile; a no-op when
+/// it is up to date).
 fn cdylib() -> PathBuf {
     // target/<profile>/deps/build_exports-<hash> -> target/<profile>/libupcxx_extra_nvshmem.so
     let exe = std::env::current_exe().unwrap();
-    let so = exe.parent().unwrap().parent().unwrap().join("libupcxx_extra_nvshmem.so");
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let release = dir.file_name().is_some_and(|n| n == "release");
+    let mut cargo = std::process::Command::new(env!("CARGO"));
+    cargo.args(["build", "--lib", "--locked", "--manifest-path", concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")]);
+    if release {
+        cargo.arg("--release");
+    }
+    let status = cargo.env("CARGO_TARGET_DIR", dir.parent().unwrap()).status().expect("run cargo");
+    assert!(status.success(), "cargo build --lib failed");
+    let so = dir.join("libupcxx_extra_nvshmem.so");
     assert!(so.is_file(), "{} not built", so.display());
     so
 }
