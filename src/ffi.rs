@@ -191,10 +191,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const upcxx_extra_nvs
             source: Source::Manual,
         }
     };
-    heap.check()?;
-    TABLE.set_heap(None);
-    TABLE.set_heap(Some(heap));
-    Ok(())
+    publish::attach(heap)
 }
 
 /// Forgets the heap and the peer table (attached or discovered). Twice is harmless.

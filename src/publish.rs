@@ -49,6 +49,15 @@ pub fn query() -> Result<Heap> {
     }
 }
 
+/// Publishes a heap described by hand (after checking it), replacing any heap and peer table:
+/// a table made for another heap must not survive it, even when the bases match.
+pub fn attach(heap: Heap) -> Result<()> {
+    heap.check()?;
+    TABLE.set_heap(None);
+    TABLE.set_heap(Some(heap));
+    Ok(())
+}
+
 /// Fills the peer table from the caller's entries, one per PE (discovery runs when no heap is
 /// known yet).
 pub fn set_peers(specs: &[PeerSpec]) -> Result<()> {
