@@ -9,7 +9,8 @@ OUTDIR=${1:-/tmp/uxn-gpu}
 mkdir -p "$OUTDIR"
 PREFIX=${UXN_PREFIX:-$PWD/.dev}
 NV=${NVSHMEM_HOME:-$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")}
-export NVSHMEM_DISABLE_NVLS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+uxn_gpu_env
 LINKDIR=$OUTDIR/nvlib
 mkdir -p "$LINKDIR"
 ln -sf "$NV/lib/libnvshmem_host.so.3" "$LINKDIR/libnvshmem_host.so"

@@ -15,9 +15,9 @@ mkdir -p "$OUTDIR"
 PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
 THREADMODES=${UXN_THREADMODES:-seq}
-export NVSHMEM_DISABLE_NVLS=1 NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo UPCXX_SHARED_HEAP_SIZE=1GB
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+uxn_gpu_env
 [ -n "${UXN_ALLOW_SHARED_GPU:-}" ] && export UXN_ALLOW_SHARED_GPU
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
 bash "$UPCXX_DIR/setup.sh" "$OUTDIR/upcxx" | tee "$OUTDIR/setup.txt"

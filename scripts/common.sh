@@ -13,6 +13,15 @@ UXN_RUST_MIN=1.85
 UXN_RUSTUP_URL="${UXN_RUSTUP_URL:-https://sh.rustup.rs}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# The environment of every GPU run (gpu/*.sh; one node): NVLS off, Open MPI allowed as root,
+# NVSHMEM's unique-id bootstrap on loopback and UPC++'s shared heap for the smp runs (both
+# overridable).
+uxn_gpu_env() {
+  export NVSHMEM_DISABLE_NVLS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME="${NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME:-lo}"
+  export UPCXX_SHARED_HEAP_SIZE="${UPCXX_SHARED_HEAP_SIZE:-1GB}"
+}
+
 uxn_nvshmem_root() { echo "$UXN_CACHE/nvshmem/$1/nvidia/nvshmem"; }
 
 # 0 when a cargo/rustc >= UXN_RUST_MIN is on PATH.
