@@ -344,7 +344,7 @@ pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Resul
     for step in steps {
         let r = run_step(&lib, step);
         let outcome = StepOutcome::of(step, &r);
-        log::debug!("resolution step {}: {:?}: {}", step.name(), outcome.status, outcome.detail);
+        log::debug!("resolution step {}: {}: {}", step.name(), outcome.status.name(), outcome.detail);
         outcomes.push(outcome);
         if let Ok((state, version_field, _)) = r {
             return Ok(Resolution { lib, source: step.into(), state, version_field, steps: outcomes });

@@ -195,7 +195,7 @@ pub fn boundary_hot(name: &'static str, fast: impl FnOnce() -> bool, slow: impl 
 #[cold]
 #[inline(never)]
 fn record_error(name: &str, e: Error) -> Status {
-    log::debug!("{name}: {:?}: {}", e.status, e.message);
+    log::debug!("{name}: {}: {}", e.status.name(), e.message);
     set_last_error(&format!("{name}: {}", e.message));
     e.status
 }
