@@ -11,6 +11,7 @@ fn main() {
     let abi = if major == "0" { format!("0.{minor}") } else { major };
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libupcxx_extra_nvshmem.so.{abi}");
     println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-env-changed=UPCXX_EXTRA_NVSHMEM_BLESS");
     let mut config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
     // Version macros from Cargo.toml's version (one source of truth), for #if in users' code.
     let v = |k: &str| std::env::var(k).unwrap();

@@ -3,8 +3,10 @@
 //! fn upcxx_extra_nvshmem_...`: the `#[export]` macro runs its body inside the panic boundary
 //! ([`crate::status::boundary`]; the two translation calls: a hot path inside
 //! [`crate::status::boundary_hot`] and a slow path that is a full boundary). The crate denies
-//! `unsafe_code` and only `#[export]` allows the `no_mangle`, so an export without the boundary
-//! does not compile. cbindgen reads these functions and types as written (their C names).
+//! `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not compile;
+//! the macro also records each export in the library, which `tests/build_exports.rs` checks.
+//! Never `#[allow(unsafe_code)]` in this file: the macro adds it. cbindgen reads these functions
+//! and types as written (their C names).
 
 use crate::discovery::{self, Source, StateRef};
 use crate::heap::upcxx_extra_nvshmem_source_t;
@@ -236,9 +238,13 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
     if n_pes <= 0 {
         crate::fail!(InvalidArgument, "n_pes is {n_pes}");
     }
-    // SAFETY: the caller passes n_pes entries.
-    let given = unsafe { std::slice::from_raw_parts(peers, n_pes as usize) };
-    publish::set_peers(&given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect::<Vec<_>>())
+    // The entries are read only once n_pes is known to be the heap's (a wrong count must be
+    // refused before reading past the caller's array).
+    publish::set_peers(n_pes as usize, |n| {
+        // SAFETY: the caller passes n_pes (== n) entries.
+        let given = unsafe { std::slice::from_raw_parts(peers, n) };
+        given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect()
+    })
 }
 
 /// Fills the table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a device

@@ -58,14 +58,14 @@ pub fn attach(heap: Heap) -> Result<()> {
     Ok(())
 }
 
-/// Fills the peer table from the caller's entries, one per PE (discovery runs when no heap is
-/// known yet).
-pub fn set_peers(specs: &[PeerSpec]) -> Result<()> {
+/// Fills the peer table from the caller's `n_pes` entries, one per PE, which `read(n_pes)` reads
+/// only after discovery (when no heap is known yet) and the check that `n_pes` is the heap's.
+pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Result<()> {
     let heap = current()?;
-    if specs.len() != heap.n_pes as usize {
-        crate::fail!(InvalidArgument, "n_pes is {} but the heap has {}", specs.len(), crate::status::pes(heap.n_pes));
+    if n_pes != heap.n_pes as usize {
+        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
     }
-    TABLE.set_peers(&heap, specs)
+    TABLE.set_peers(&heap, &read(n_pes))
 }
 
 /// Fills the peer table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a

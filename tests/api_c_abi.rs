@@ -75,6 +75,13 @@ fn statuses_messages_and_misuse() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_table_bytes(&mut bytes) }, Status::Ok);
     assert_eq!(bytes, 2 * 16);
 
+    // A wrong n_pes is refused before the entries are read: the two entries end where an
+    // unreadable page begins, so reading a third one would crash the test.
+    let guarded = GuardedPeers::new(&peers);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(3, guarded.ptr) }, Status::InvalidArgument);
+    assert!(last().contains("n_pes is 3 but the heap has 2 PEs"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, guarded.ptr) }, Status::Ok);
+
     // The report is never empty and a short buffer says how much it needs.
     let mut need = 0usize;
     let mut one = [0i8; 1];
@@ -89,4 +96,33 @@ fn statuses_messages_and_misuse() {
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(inside, 0, &mut g) }, Status::TableNotSet);
     assert_eq!(unsafe { upcxx_extra_nvshmem_table_bytes(&mut bytes) }, Status::TableNotSet);
+    // No heap (and no NVSHMEM): refused by discovery, before a single entry is read.
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(1000, guarded.ptr) }, Status::NotLoaded);
+}
+
+/// Peer entries placed at the very end of a readable page, followed by a PROT_NONE page.
+struct GuardedPeers {
+    map: *mut c_void,
+    len: usize,
+    ptr: *const UpcxxExtraNvshmemPeer,
+}
+
+impl GuardedPeers {
+    fn new(peers: &[UpcxxExtraNvshmemPeer]) -> Self {
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = 2 * page;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        let map = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        assert_ne!(map, libc::MAP_FAILED);
+        assert_eq!(unsafe { libc::mprotect(map.cast::<u8>().add(page).cast(), page, libc::PROT_NONE) }, 0);
+        let ptr = unsafe { map.cast::<u8>().add(page - std::mem::size_of_val(peers)) }.cast::<UpcxxExtraNvshmemPeer>();
+        unsafe { std::ptr::copy_nonoverlapping(peers.as_ptr(), ptr, peers.len()) };
+        GuardedPeers { map, len, ptr }
+    }
+}
+
+impl Drop for GuardedPeers {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.map, self.len) };
+    }
 }

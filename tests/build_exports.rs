@@ -1,13 +1,14 @@
 //! What the built shared library exports: exactly the functions the header declares, each named
-//! `upcxx_extra_nvshmem_*`, and nothing else (the translation calls' slow paths stay private).
+//! `upcxx_extra_nvshmem_*`, each through the `#[export]` panic boundary, and nothing else (the
+//! translation calls' slow paths stay private).
 //!
-//! That every export runs inside the panic boundary is not checked here: the compiler enforces it
-//! (the crate denies `unsafe_code`, and only the `#[export]` macro allows a `no_mangle`; see the
-//! doctests of `macros/src/lib.rs`, which show an export without the macro failing to compile).
-//! This test reads the artifact, so a symbol exported some other way (a `#[export_name]`, a
-//! dependency) is caught too.
+//! The compiler refuses a `no_mangle` outside `#[export]` (the crate denies `unsafe_code`; see the
+//! doctests of `macros/src/lib.rs`), unless code allows the lint by hand. This test closes that
+//! gap on the artifact: `#[export]` leaves each export's name in the library's
+//! `upcxx_extra_nvshmem_exports` section, and every exported function must have its record there
+//! (a `no_mangle` written by hand, nested in another function, or an `export_name`, has none).
 
-use object::{Object, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSymbol};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -60,4 +61,24 @@ fn the_library_exports_exactly_the_header_functions() {
     assert_eq!(ours, declared, "exported functions vs the header's");
     let foreign: Vec<&String> = exported.iter().filter(|n| !n.starts_with("upcxx_extra_nvshmem_")).collect();
     assert!(foreign.is_empty(), "the library exports functions outside its prefix: {foreign:?}");
+    // Every exported function went through #[export].
+    let section = file.section_by_name("upcxx_extra_nvshmem_exports").expect("no upcxx_extra_nvshmem_exports section");
+    let records = boundary_records(section.data().unwrap());
+    let without: Vec<&String> = exported.difference(&records).collect();
+    assert!(without.is_empty(), "exported without the #[export] boundary: {without:?}");
+    assert_eq!(records, exported, "#[export] records vs exported functions");
+}
+
+/// The names `#[export]` recorded (NUL-terminated, back to back; the linker may pad between).
+fn boundary_records(data: &[u8]) -> BTreeSet<String> {
+    data.split(|b| *b == 0).filter(|r| !r.is_empty()).map(|r| String::from_utf8_lossy(r).into_owned()).collect()
+}
+
+#[test]
+fn a_function_without_a_record_is_reported() {
+    // The check above, on a section that lacks one of two exports' records.
+    let exported: BTreeSet<String> = ["upcxx_extra_nvshmem_a", "upcxx_extra_nvshmem_b"].map(String::from).into();
+    let records = boundary_records(b"upcxx_extra_nvshmem_a\0\0\0");
+    let without: Vec<&String> = exported.difference(&records).collect();
+    assert_eq!(without, ["upcxx_extra_nvshmem_b"]);
 }

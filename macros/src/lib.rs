@@ -4,7 +4,9 @@
 //!   `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_...`; the macro runs
 //!   the body inside `crate::status::boundary` (what a panic returns is chosen by the return type)
 //!   and is the only thing that may allow the `no_mangle`: the library denies `unsafe_code`, so an
-//!   export written without the macro does not compile. cbindgen reads the function as written.
+//!   export written plainly does not compile. It also leaves the export's name in the library's
+//!   `upcxx_extra_nvshmem_exports` section, the record the library's `tests/build_exports.rs`
+//!   requires of every exported function. cbindgen reads the function as written.
 //! - [`macro@c_enum`]: one written-out `#[repr(C)]` enum (what cbindgen reads, variants spelled
 //!   as in C) is the one table of a C enum: the macro derives the short Rust names
 //!   (`Status::NullArgument`), `ALL`, `name()`, `from_u32()` and, from `#[description(c"...")]`
@@ -126,7 +128,14 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
     if !abi_c {
         return Err(err(ident.span(), "export: the function must be `extern \"C\"`"));
     }
-    let name = if f.attrs.iter().any(is_no_mangle) {
+    if f.attrs.iter().any(|a| {
+        let m = &a.meta;
+        quote!(#m).to_string().contains("export_name")
+    }) {
+        return Err(err(ident.span(), "export: name the function itself (`no_mangle`), not `export_name`"));
+    }
+    let exported = f.attrs.iter().any(is_no_mangle);
+    let name = if exported {
         if !matches!(f.vis, Visibility::Public(_)) {
             return Err(err(ident.span(), "export: a `no_mangle` function must be `pub`"));
         }
@@ -159,8 +168,24 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
         ReturnType::Type(_, t) => quote!(#t),
     };
     let body = &f.block;
+    // An export leaves its name in the library's `upcxx_extra_nvshmem_exports` section: the
+    // record `tests/build_exports.rs` requires of every symbol the built library exports, so an
+    // export that bypasses this macro is caught even where the lint was allowed by hand.
+    let record = if exported {
+        let bytes = format!("{}\0", name.value()).into_bytes();
+        let len = bytes.len();
+        let lit = syn::LitByteStr::new(&bytes, ident.span());
+        quote! {
+            #[used]
+            #[unsafe(link_section = "upcxx_extra_nvshmem_exports")]
+            static UPCXX_EXTRA_NVSHMEM_EXPORT: [u8; #len] = *#lit;
+        }
+    } else {
+        quote!()
+    };
     let new_body = match slow {
         None => quote!({
+            #record
             crate::status::boundary::<#ret>(#name, move || -> <#ret as crate::status::Boundary>::Body #body)
         }),
         Some(slow) => {
@@ -175,6 +200,7 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
                 }
             }
             quote!({
+                #record
                 crate::status::boundary_hot(#name, move || -> bool #body, move || #slow(#(#names),*))
             })
         }
@@ -291,7 +317,7 @@ fn c_enum_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
         quote!()
     };
     e.attrs.push(syn::parse_quote!(#[allow(non_camel_case_types)]));
-    let doc_all = format!("Every `{ty}`, in the order written (numeric order: checked by a unit test).");
+    let doc_all = format!("Every `{ty}`, in the order written.");
     Ok(quote! {
         #e
 
