@@ -93,6 +93,44 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// # fn main() {}
 /// ```
 ///
+/// A hot path and its slow path, which must be a boundary itself (`#[export(name = ...)]`):
+///
+/// ```
+/// # mod status {
+/// #     pub trait Boundary { type Body; }
+/// #     impl Boundary for i32 { type Body = i32; }
+/// #     pub fn boundary<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
+/// #     pub fn boundary_hot(_: &'static str, fast: impl FnOnce() -> bool, slow: impl FnOnce() -> i32) -> i32 {
+/// #         if fast() { 0 } else { slow() }
+/// #     }
+/// # }
+/// use upcxx_extra_nvshmem_macros::export;
+///
+/// #[export(name = "upcxx_extra_nvshmem_hot")]
+/// extern "C" fn slow_path(x: i32) -> i32 { x }
+///
+/// #[unsafe(no_mangle)]
+/// #[export(slow = slow_path)]
+/// pub extern "C" fn upcxx_extra_nvshmem_hot(x: i32) -> i32 { x > 0 }
+/// # fn main() { assert_eq!(upcxx_extra_nvshmem_hot(5), 0); assert_eq!(upcxx_extra_nvshmem_hot(-3), -3); }
+/// ```
+///
+/// A plain function as the slow path does not compile:
+///
+/// ```compile_fail
+/// # mod status {
+/// #     pub fn boundary_hot(_: &'static str, fast: impl FnOnce() -> bool, slow: impl FnOnce() -> i32) -> i32 {
+/// #         if fast() { 0 } else { slow() }
+/// #     }
+/// # }
+/// extern "C" fn slow_path(x: i32) -> i32 { x }
+///
+/// #[unsafe(no_mangle)]
+/// #[upcxx_extra_nvshmem_macros::export(slow = slow_path)]
+/// pub extern "C" fn upcxx_extra_nvshmem_hot(x: i32) -> i32 { x > 0 }
+/// # fn main() {}
+/// ```
+///
 /// A misnamed export is refused too:
 ///
 /// ```compile_fail
@@ -189,6 +227,11 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
             crate::status::boundary::<#ret>(#name, move || -> <#ret as crate::status::Boundary>::Body #body)
         }),
         Some(slow) => {
+            // The slow path must itself be a boundary: `#[export(name = ...)]` leaves a marker
+            // constant beside it, which this names, so a plain function does not compile here.
+            let Expr::Path(path) = &slow else { return Err(err(ident.span(), "export(slow): name a function")) };
+            let Some(last) = path.path.segments.last() else { return Err(err(ident.span(), "export(slow): name a function")) };
+            let marker = marker_of(&last.ident);
             let mut names = Vec::new();
             for input in &sig.inputs {
                 match input {
@@ -201,6 +244,7 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
             }
             quote!({
                 #record
+                let () = #marker;
                 crate::status::boundary_hot(#name, move || -> bool #body, move || #slow(#(#names),*))
             })
         }
@@ -208,7 +252,22 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
     f.block = Box::new(syn::parse2(new_body)?);
     // The one allowance of `unsafe_code` for `no_mangle` (and for the body's pointer writes).
     f.attrs.push(syn::parse_quote!(#[allow(unsafe_code)]));
-    Ok(quote!(#f))
+    if exported {
+        Ok(quote!(#f))
+    } else {
+        let marker = marker_of(&f.sig.ident);
+        Ok(quote! {
+            #f
+            #[doc(hidden)]
+            #[allow(non_upper_case_globals)]
+            const #marker: () = ();
+        })
+    }
+}
+
+/// The constant `#[export(name = ...)]` leaves beside a slow path `f`: `__uxn_boundary_f`.
+fn marker_of(f: &proc_macro2::Ident) -> proc_macro2::Ident {
+    format_ident!("__uxn_boundary_{}", f)
 }
 
 /// One C enum, written out once (what cbindgen reads; variants spelled as in C, e.g.
