@@ -1,7 +1,7 @@
 //! The C ABI: marshalling only (policy lives in [`crate::publish`], [`crate::table`],
 //! [`crate::discovery`]). Every function is written `#[unsafe(no_mangle)] #[export] pub extern "C"
 //! fn upcxx_extra_nvshmem_...`: the `#[export]` macro runs its body inside the panic boundary
-//! ([`crate::status::boundary`]; the two translation calls: a hot path inside
+//! ([`crate::status::guarded`]; the two translation calls: a hot path inside
 //! [`crate::status::boundary_hot`] and a slow path that is a full boundary). The crate denies
 //! `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not compile;
 //! the macro also records each export in the library, which `tests/build_exports.rs` checks.

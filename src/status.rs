@@ -86,10 +86,11 @@ mod table_tests {
     #[test]
     fn a_panic_returns_the_fallback_of_the_type() {
         use std::ffi::{CStr, c_char};
-        let s: Status = super::boundary("t", || panic!("test"));
+        assert_eq!(super::boundary("t", || panic!("test")), Status::Panic);
+        let s: Status = super::guarded("t", || panic!("test"));
         assert_eq!(s, Status::Panic);
         assert!(super::last_error().contains("t: internal panic caught at the C ABI boundary: test"));
-        let p: *const c_char = super::boundary("t", || panic!("test"));
+        let p: *const c_char = super::guarded("t", || panic!("test"));
         assert_eq!(unsafe { CStr::from_ptr(p) }, Status::Panic.description());
         let e: Status = super::boundary("t", || Err(super::Error::new(Status::BadPe, "pe 9")));
         assert_eq!((e, super::last_error().as_str()), (Status::BadPe, "t: pe 9"));
@@ -170,16 +171,22 @@ pub fn last_error_ptr() -> *const c_char {
 /// as the last error. Inlined so that the success path of the translation calls costs no call or
 /// copy; the failure paths are out of line.
 #[inline(always)]
-pub fn boundary<R: Boundary>(name: &'static str, body: impl FnOnce() -> R::Body) -> R {
+pub fn guarded<R: Boundary>(name: &'static str, body: impl FnOnce() -> R::Body) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(b) => R::finish(name, b),
         Err(payload) => R::panicked(name, payload),
     }
 }
 
+/// [`guarded`] for a function that returns a status.
+#[inline(always)]
+pub fn boundary(name: &'static str, body: impl FnOnce() -> Result<()>) -> Status {
+    guarded(name, body)
+}
+
 /// The panic boundary of the two translation calls. `fast` (the hot path, which reports success
 /// by returning true) runs inside `catch_unwind`; when it returns false, `slow` runs, and `slow`
-/// must be a function whose own body is a [`boundary`] (it says why, or retries after a race).
+/// must be a function whose own body is a [`guarded`] boundary (`#[export(name = ...)]`) (it says why, or retries after a race).
 /// Calling `slow` outside the unwind scope lets the compiler make it a tail call (a conditional
 /// jump), so the exported function keeps no frame for it: `catch_unwind` around code that cannot
 /// unwind costs nothing.

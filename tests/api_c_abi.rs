@@ -14,7 +14,7 @@ fn last() -> String {
 fn statuses_messages_and_misuse() {
     // Every status has its own description; unknown values are answered, not crashed on.
     let mut seen = std::collections::HashSet::new();
-    for &s in Status::ALL {
+    for s in Status::ALL {
         let d = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_strerror(s as i32)) }.to_str().unwrap().to_string();
         assert!(seen.insert(d.clone()), "duplicate description {d}");
     }

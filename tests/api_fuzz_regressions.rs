@@ -279,7 +279,7 @@ fn null_arguments_and_out_of_range_ints() {
     for s in [-1, 15, 16, i32::MIN, i32::MAX] {
         assert_eq!(unsafe { CStr::from_ptr(upcxx_extra_nvshmem_strerror(s)) }.to_str().unwrap(), "unknown status");
     }
-    for &st in Status::ALL {
+    for st in Status::ALL {
         assert_eq!(unsafe { CStr::from_ptr(upcxx_extra_nvshmem_strerror(st as c_int)) }, st.description());
     }
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers_from_nvshmem(null()) }, Status::NotLoaded);

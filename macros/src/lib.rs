@@ -2,7 +2,7 @@
 //!
 //! - [`macro@export`]: the panic boundary. Every function of the C ABI is written
 //!   `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_...`; the macro runs
-//!   the body inside `crate::status::boundary` (what a panic returns is chosen by the return type)
+//!   the body inside `crate::status::guarded` (what a panic returns is chosen by the return type)
 //!   and is the only thing that may allow the `no_mangle`: the library denies `unsafe_code`, so an
 //!   export written plainly does not compile. It also leaves the export's name in the library's
 //!   `upcxx_extra_nvshmem_exports` section, the record the library's `tests/build_exports.rs`
@@ -69,7 +69,7 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// # mod status { // a stand-in for the library's `status` module, which the expansion names
 /// #     pub trait Boundary { type Body; }
 /// #     impl Boundary for i32 { type Body = i32; }
-/// #     pub fn boundary<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
+/// #     pub fn guarded<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
 /// # }
 /// use upcxx_extra_nvshmem_macros::export;
 ///
@@ -86,7 +86,7 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// # mod status {
 /// #     pub trait Boundary { type Body; }
 /// #     impl Boundary for i32 { type Body = i32; }
-/// #     pub fn boundary<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
+/// #     pub fn guarded<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
 /// # }
 /// #[unsafe(no_mangle)]
 /// pub extern "C" fn upcxx_extra_nvshmem_answer() -> i32 { 42 }
@@ -99,7 +99,7 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// # mod status {
 /// #     pub trait Boundary { type Body; }
 /// #     impl Boundary for i32 { type Body = i32; }
-/// #     pub fn boundary<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
+/// #     pub fn guarded<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
 /// #     pub fn boundary_hot(_: &'static str, fast: impl FnOnce() -> bool, slow: impl FnOnce() -> i32) -> i32 {
 /// #         if fast() { 0 } else { slow() }
 /// #     }
@@ -137,7 +137,7 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// # mod status {
 /// #     pub trait Boundary { type Body; }
 /// #     impl Boundary for i32 { type Body = i32; }
-/// #     pub fn boundary<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
+/// #     pub fn guarded<R: Boundary<Body = R>>(_: &'static str, f: impl FnOnce() -> R) -> R { f() }
 /// # }
 /// #[unsafe(no_mangle)]
 /// #[upcxx_extra_nvshmem_macros::export]
@@ -224,7 +224,7 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
     let new_body = match slow {
         None => quote!({
             #record
-            crate::status::boundary::<#ret>(#name, move || -> <#ret as crate::status::Boundary>::Body #body)
+            crate::status::guarded::<#ret>(#name, move || -> <#ret as crate::status::Boundary>::Body #body)
         }),
         Some(slow) => {
             // The slow path must itself be a boundary: `#[export(name = ...)]` leaves a marker
@@ -376,6 +376,7 @@ fn c_enum_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
         quote!()
     };
     e.attrs.push(syn::parse_quote!(#[allow(non_camel_case_types)]));
+    let count = variants.len();
     let doc_all = format!("Every `{ty}`, in the order written.");
     Ok(quote! {
         #e
@@ -385,7 +386,7 @@ fn c_enum_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
             #(pub const #shorts: Self = Self::#variants;)*
 
             #[doc = #doc_all]
-            pub const ALL: &'static [Self] = &[#(Self::#variants),*];
+            pub const ALL: [Self; #count] = [#(Self::#variants),*];
 
             /// The C name without its prefix, as in the header.
             pub fn name(self) -> &'static str {
