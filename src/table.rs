@@ -266,15 +266,16 @@ impl Table {
     /// The local heap's base, size and PE, from one consistent lock-free read ((0, 0, 0) when no
     /// heap is known).
     pub fn extent(&self) -> (usize, usize, i32) {
-        let (v, ()) = self.read(|_, _, _, _| ());
+        let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
         (v.base, v.size, v.my_pe)
     }
 
     /// Bytes the current peer table holds (None: no table). Lock-free: one consistent read.
     pub fn table_bytes(&self) -> Option<usize> {
-        let (v, arrays) = self.read(|_, b, r, p| (!b.is_null(), !r.is_null(), !p.is_null()));
+        // rank_of_pe and pe_of_rank are installed together (set_peers), 4 bytes per PE each.
+        let (v, (bases, maps)) = self.read(&self.rank_of_pe, |_, b, r| (!b.is_null(), !r.is_null()));
         let n = v.live_n as usize;
-        (n != 0).then(|| usize::from(arrays.0) * n * 8 + usize::from(arrays.1) * n * 4 + usize::from(arrays.2) * n * 4)
+        (n != 0).then(|| usize::from(bases) * n * 8 + usize::from(maps) * n * 8)
     }
 
     /// Validates `specs` (indexed by PE) against `heap` and installs them. Fails when the current
@@ -354,39 +355,25 @@ impl Table {
         Ok(())
     }
 
-    /// One consistent read: `f` gets the view and the three array pointers and may read entries
-    /// (indices must be < view.live_n); retried until no writer interfered.
+    /// One consistent read, retried until no writer interfered: [`Table::open`], then `f` with
+    /// the view and the array pointers (`bases` and `other`, as `open` gives them; `f` may read
+    /// entries below `view.live_n`), then [`Table::unchanged`]. The same protocol as the hot
+    /// paths, which make one attempt instead of retrying.
     #[inline(always)]
-    fn read<R>(&self, f: impl Fn(&View, *const AtomicUsize, *const AtomicU32, *const AtomicU32) -> R) -> (View, R) {
+    fn read<R>(&self, other: &AtomicPtr<AtomicU32>, f: impl Fn(&View, *const AtomicUsize, *const AtomicU32) -> R) -> (View, R) {
         loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                spin();
-                continue;
-            }
-            let v = View {
-                n: self.n_pes.load(Ordering::Relaxed),
-                live_n: self.live_n.load(Ordering::Relaxed),
-                my_pe: self.my_pe.load(Ordering::Relaxed),
-                base: self.base.load(Ordering::Relaxed),
-                size: self.size.load(Ordering::Relaxed),
-            };
-            let (bases, ranks, pes) = (
-                self.bases.load(Ordering::Relaxed),
-                self.rank_of_pe.load(Ordering::Relaxed),
-                self.pe_of_rank.load(Ordering::Relaxed),
-            );
-            // n and the array pointers must come from one table before an entry is read: then
-            // every index < n is inside the arrays (buffers never shrink and are never freed).
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) != s1 {
-                spin();
-                continue;
-            }
-            let r = f(&v, bases, ranks, pes);
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return (v, r);
+            if let Some((s1, live_n, bases, other)) = self.open(other) {
+                let v = View {
+                    n: self.n_pes.load(Ordering::Relaxed),
+                    live_n,
+                    my_pe: self.my_pe.load(Ordering::Relaxed),
+                    base: self.base.load(Ordering::Relaxed),
+                    size: self.size.load(Ordering::Relaxed),
+                };
+                let r = f(&v, bases, other);
+                if self.unchanged(s1) {
+                    return (v, r);
+                }
             }
             spin();
         }
@@ -395,7 +382,7 @@ impl Table {
     /// The offset of `addr` in the local heap.
     #[inline]
     pub fn offset(&self, addr: usize) -> Result<usize> {
-        let (v, ()) = self.read(|_, _, _, _| ());
+        let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
         if v.n == 0 {
             return Err(no_heap());
         }
@@ -403,15 +390,15 @@ impl Table {
         if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
     }
 
-    /// The opening of a hot-path read: the sequence number (None while a writer is active), the
-    /// bound and the array pointers the entries are read through (`bases` and `other`, which is
-    /// `rank_of_pe` or `pe_of_rank`), and a re-check of the sequence number, so that the bound
-    /// and the pointers come from one table before an entry is read: then every index < n is
-    /// inside the arrays (buffers never shrink and are never freed). None also when `index` is
-    /// not below the bound (0 when no peer table is installed). The other fields need only the
-    /// closing check, [`Table::unchanged`].
+    /// The opening of every read (the one sequence-lock protocol; [`Table::unchanged`] closes
+    /// it): the sequence number (None while a writer is active), the bound (`live_n`: 0 when no
+    /// peer table is installed) and the array pointers entries are read through (`bases` and
+    /// `other`, which is `rank_of_pe` or `pe_of_rank`), then a re-check of the sequence number, so
+    /// that the bound and the pointers come from one table before an entry is read: then every
+    /// index < the bound is inside the arrays (buffers never shrink and are never freed). Other
+    /// fields need only the closing check.
     #[inline(always)]
-    fn open(&self, index: i32, other: &AtomicPtr<AtomicU32>) -> Option<(u64, u32, *const AtomicUsize, *const AtomicU32)> {
+    fn open(&self, other: &AtomicPtr<AtomicU32>) -> Option<(u64, u32, *const AtomicUsize, *const AtomicU32)> {
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 != 0 {
             return None; // a writer is active
@@ -420,13 +407,13 @@ impl Table {
         let bases = self.bases.load(Ordering::Relaxed);
         let other = other.load(Ordering::Relaxed);
         fence(Ordering::Acquire);
-        if s1 != self.seq.load(Ordering::Relaxed) || (index as u32) >= n {
+        if s1 != self.seq.load(Ordering::Relaxed) {
             return None;
         }
         Some((s1, n, bases, other))
     }
 
-    /// The closing of a hot-path read: true when no writer published since `open` returned `s1`.
+    /// The closing of every read: true when no writer published since `open` returned `s1`.
     #[inline(always)]
     fn unchanged(&self, s1: u64) -> bool {
         fence(Ordering::Acquire);
@@ -439,7 +426,10 @@ impl Table {
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        let (s1, _, bases, ranks) = self.open(pe, &self.rank_of_pe)?;
+        let (s1, n, bases, ranks) = self.open(&self.rank_of_pe)?;
+        if (pe as u32) >= n {
+            return None;
+        }
         let off = sym.wrapping_sub(self.base.load(Ordering::Relaxed));
         if off >= self.size.load(Ordering::Relaxed) {
             return None;
@@ -472,7 +462,10 @@ impl Table {
     #[inline(always)]
     #[allow(unsafe_code)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
-        let (s1, n, bases, pes) = self.open(rank, &self.pe_of_rank)?;
+        let (s1, n, bases, pes) = self.open(&self.pe_of_rank)?;
+        if (rank as u32) >= n {
+            return None;
+        }
         // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
         // refilling a retired buffer; the sequence check below then rejects the answer).
         let pe = if pes.is_null() {
@@ -502,7 +495,7 @@ impl Table {
             if let Some(g) = self.try_to_global(sym, pe) {
                 return Ok(g);
             }
-            let (v, ()) = self.read(|_, _, _, _| ());
+            let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
             if (pe as u32) >= v.live_n || sym.wrapping_sub(v.base) >= v.size {
                 return Err(to_global_error(sym, pe, &v));
             }
@@ -519,7 +512,7 @@ impl Table {
                 return Ok(a);
             }
             // The rank's PE and base, for the reason (indices only below the bound).
-            let (v, (pe, b)) = self.read(|v, bases, _, pes| {
+            let (v, (pe, b)) = self.read(&self.pe_of_rank, |v, bases, pes| {
                 if (rank as u32) >= v.live_n {
                     return (0, 0);
                 }
