@@ -40,8 +40,8 @@ fn public_api() -> Option<(StatusFn, PtrFn)> {
 /// alone.
 #[allow(unsafe_code)]
 pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Option<usize>)> {
-    let (sym, pe) = TABLE.from_global(rank, raw)?;
-    let (base, size, my_pe) = TABLE.extent();
+    // The translation and the extent from one table (another thread may replace it meanwhile).
+    let ((sym, pe), (base, size, my_pe)) = TABLE.consistent(|| Ok::<_, crate::status::Error>((TABLE.from_global(rank, raw)?, TABLE.extent())))?;
     let off = sym.wrapping_sub(base);
     if off >= size || len > size - off {
         crate::fail!(

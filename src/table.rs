@@ -192,6 +192,7 @@ impl Table {
     /// away from all of them, so a table swap that changes three pointers costs the readers
     /// five stores (with the two sequence bumps), not thirteen.
     fn store(&self, m: &Master) {
+        debug_assert_eq!(m.rank_of_pe.is_some(), m.pe_of_rank.is_some(), "the rank maps are installed together");
         macro_rules! put {
             ($field:expr, $value:expr) => {{
                 let v = $value;
@@ -267,7 +268,8 @@ impl Table {
     /// heap is known).
     pub fn extent(&self) -> (usize, usize, i32) {
         let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
-        (v.base, v.size, v.my_pe)
+        // A forgotten heap leaves its fields published (only what changes is stored): n says.
+        if v.n == 0 { (0, 0, 0) } else { (v.base, v.size, v.my_pe) }
     }
 
     /// Bytes the current peer table holds (None: no table). Lock-free: one consistent read.
@@ -399,10 +401,7 @@ impl Table {
     /// fields need only the closing check.
     #[inline(always)]
     fn open(&self, other: &AtomicPtr<AtomicU32>) -> Option<(u64, u32, *const AtomicUsize, *const AtomicU32)> {
-        let s1 = self.seq.load(Ordering::Acquire);
-        if s1 & 1 != 0 {
-            return None; // a writer is active
-        }
+        let s1 = self.begin()?;
         let n = self.live_n.load(Ordering::Relaxed);
         let bases = self.bases.load(Ordering::Relaxed);
         let other = other.load(Ordering::Relaxed);
@@ -411,6 +410,27 @@ impl Table {
             return None;
         }
         Some((s1, n, bases, other))
+    }
+
+    /// The sequence number a read starts from; None while a writer is active.
+    #[inline(always)]
+    fn begin(&self) -> Option<u64> {
+        let s1 = self.seq.load(Ordering::Acquire);
+        (s1 & 1 == 0).then_some(s1)
+    }
+
+    /// Runs `f`, which may make several reads, until no writer published during it: all its
+    /// reads then come from one table (`begin`, then `unchanged`, around them).
+    pub fn consistent<R>(&self, f: impl Fn() -> R) -> R {
+        loop {
+            if let Some(s1) = self.begin() {
+                let r = f();
+                if self.unchanged(s1) {
+                    return r;
+                }
+            }
+            spin();
+        }
     }
 
     /// The closing of every read: true when no writer published since `open` returned `s1`.
@@ -626,6 +646,33 @@ mod tests {
         assert_eq!(t.to_global(0x10010, 2).unwrap(), Global { rank: 2, pe: 2, device: -1, raw: 0x10010 });
         assert_eq!(t.to_global(0x10010, 1).unwrap().device, 3);
         assert_eq!(t.from_global(2, 0x10010).unwrap(), (0x10010, 2));
+    }
+
+    #[test]
+    fn table_bytes_counts_each_array_and_extent_forgets() {
+        let h = heap(4, 0);
+        let t = table_with(h);
+        assert_eq!((t.table_bytes(), t.extent()), (None, (0x10000, 0x1000, 0)));
+        // Per-PE bases, PE == rank: the bases array only (8 bytes per PE).
+        let bases: Vec<_> = (0..4).map(|r| PeerSpec { rank: r, base: 0x10000 * (r as usize + 1) }).collect();
+        t.set_peers(&h, &bases).unwrap();
+        assert_eq!(t.table_bytes(), Some(4 * 8));
+        // One base, shuffled ranks: the two rank maps only (4 + 4 bytes per PE).
+        let ranks: Vec<_> = (0..4).map(|r| PeerSpec { rank: 3 - r, base: 0x10000 }).collect();
+        t.set_peers(&h, &ranks).unwrap();
+        assert_eq!(t.table_bytes(), Some(4 * 8));
+        // A forgotten heap has no extent, though its fields stay published.
+        t.set_heap(None);
+        assert_eq!((t.table_bytes(), t.extent()), (None, (0, 0, 0)));
+    }
+
+    #[test]
+    fn consistent_reads_come_from_one_table() {
+        let h = heap(2, 0);
+        let t = table_with(h);
+        t.set_peers(&h, &[PeerSpec { rank: 0, base: 0x10000 }, PeerSpec { rank: 1, base: 0x50000 }]).unwrap();
+        let (sym, extent) = t.consistent(|| (t.from_global(1, 0x50010), t.extent()));
+        assert_eq!((sym.unwrap(), extent), ((0x10010, 1), (0x10000, 0x1000, 0)));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! of a reader translating while a writer publishes, replaces (arrays growing from uniform, and
 //! shrinking back, buffers reused from the pool) or detaches. A reader's answer must be the
 //! answer of one table that was published while it read, or the status of "no table": never a
-//! mix of two tables, never a read of a freed buffer.
+//! mix of two tables, never a read of a freed buffer. Two reads wrapped in `Table::consistent`
+//! (as `local_ptr` makes them) come from one table, which two bare reads do not.
 //!
 //!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path loom/Cargo.toml
 //!
@@ -191,4 +192,40 @@ fn reader_against_a_larger_heap() {
             t.set_peers(&heap(3), &specs(3, 1)).unwrap();
         },
     );
+}
+
+/// Two reads (a translation and the heap's extent, as `local_ptr` makes them) against a detach:
+/// `consistent` makes them one snapshot, so the answer is the table's with its extent, or no
+/// table with no extent. `consistent` false: the two reads done bare.
+fn translation_and_extent(consistent: bool) {
+    model(move || {
+        let t = Arc::new(Table::new());
+        with_heap(&t);
+        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let (rank, raw) = (specs(2, 0)[1].rank, specs(2, 0)[1].base + 0x40);
+                let both = || (t.from_global(rank, raw).is_ok(), t.extent());
+                let (ok, extent) = if consistent { t.consistent(both) } else { both() };
+                let with_table = (true, (BASE, SIZE, 0));
+                let without = (false, (0, 0, 0));
+                assert!((ok, extent) == with_table || (ok, extent) == without, "a mix of two tables: {ok} with extent {extent:?}");
+            })
+        };
+        t.set_heap(None);
+        r.join().unwrap();
+    });
+}
+
+#[test]
+fn consistent_reads_come_from_one_table() {
+    translation_and_extent(true);
+}
+
+/// Without `consistent`, the model finds the mix (so the test above is not vacuous).
+#[test]
+#[should_panic(expected = "a mix of two tables")]
+fn bare_reads_can_mix_tables() {
+    translation_and_extent(false);
 }
