@@ -457,7 +457,8 @@ impl Table {
         // Uniform bases: the answer is `sym` itself. The per-PE arrays are behind `cold_path`, so
         // the uniform layout (CUDA VMM's default: one base everywhere, PE == rank) runs straight
         // through and a per-PE array costs a jump out and back (measured on the GPU host: this
-        // layout beat a neutral one and a cmov-chosen pointer; BENCHMARKS.md, section 6).
+        // layout beat a neutral one and a cmov-chosen pointer: the layout A/B in docs/bench-history.md,
+        // in git history before c796a2d).
         // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent by `open`).
         let raw = if bases.is_null() {
             sym
@@ -480,32 +481,41 @@ impl Table {
 
     /// The hot path of `from_global`: one attempt, None on any failure or a race with a writer.
     #[inline(always)]
-    #[allow(unsafe_code)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
         let (s1, n, bases, pes) = self.open(&self.pe_of_rank)?;
         if (rank as u32) >= n {
             return None;
         }
+        let (pe, b) = self.pe_and_base(rank, n, bases, pes);
+        let base = self.base.load(Ordering::Relaxed);
+        let off = raw.wrapping_sub(b);
+        if off >= self.size.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.unchanged(s1).then_some((base.wrapping_add(off), pe as i32))
+    }
+
+    /// The PE of `rank` and that PE's heap base, inside a read opened by [`Table::open`] with
+    /// `pe_of_rank` (`n`, `bases`, `pes` as it gave them; `rank` < `n`): the one lookup of both
+    /// `from_global` paths.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn pe_and_base(&self, rank: i32, n: u32, bases: *const AtomicUsize, pes: *const AtomicU32) -> (u32, usize) {
         // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
-        // refilling a retired buffer; the sequence check below then rejects the answer).
+        // refilling a retired buffer; the closing sequence check then rejects the answer).
         let pe = if pes.is_null() {
             rank as u32
         } else {
             cold_path();
             unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1)
         };
-        let base = self.base.load(Ordering::Relaxed);
         // The base through a pointer chosen by a cmov and valid in both layouts (without a bases
         // array, `base` itself), so uniform and per-PE bases both run straight through (measured
-        // on the GPU host: better here than the layout of try_to_global; BENCHMARKS.md, section 6).
+        // on the GPU host: better here than the layout of try_to_global; the layout A/B in
+        // docs/bench-history.md, in git history before c796a2d).
         // SAFETY: pe < n <= the capacity of the arrays published with n (checked consistent by `open`).
         let bp: *const AtomicUsize = if bases.is_null() { &self.base } else { unsafe { bases.add(pe as usize) } };
-        let b = unsafe { (*bp).load(Ordering::Relaxed) };
-        let off = raw.wrapping_sub(b);
-        if off >= self.size.load(Ordering::Relaxed) {
-            return None;
-        }
-        self.unchanged(s1).then_some((base.wrapping_add(off), pe as i32))
+        (pe, unsafe { (*bp).load(Ordering::Relaxed) })
     }
 
     /// `sym` (an address in my heap) on PE `pe`: the hot path's answer (the one translation),
@@ -525,7 +535,6 @@ impl Table {
 
     /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`: the hot path's
     /// answer, tried again while a writer races with it; otherwise why not.
-    #[allow(unsafe_code)]
     pub fn from_global(&self, rank: i32, raw: usize) -> Result<(usize, i32)> {
         loop {
             if let Some(a) = self.try_from_global(rank, raw) {
@@ -533,14 +542,7 @@ impl Table {
             }
             // The rank's PE and base, for the reason (indices only below the bound).
             let (v, (pe, b)) = self.read(&self.pe_of_rank, |v, bases, pes| {
-                if (rank as u32) >= v.live_n {
-                    return (0, 0);
-                }
-                // SAFETY: rank < live_n = n and every PE in pe_of_rank is clamped below n.
-                let pe = if pes.is_null() { rank as u32 } else { unsafe { (*pes.add(rank as usize)).load(Ordering::Relaxed) } };
-                let pe = pe.min(v.live_n - 1);
-                let b = if bases.is_null() { v.base } else { unsafe { (*bases.add(pe as usize)).load(Ordering::Relaxed) } };
-                (pe, b)
+                if (rank as u32) >= v.live_n { (0, 0) } else { self.pe_and_base(rank, v.live_n, bases, pes) }
             });
             if (rank as u32) >= v.live_n || raw.wrapping_sub(b) >= v.size {
                 return Err(from_global_error(rank, raw, pe, b, &v));
