@@ -159,7 +159,7 @@ fn encode(which: Option<Step>) -> u32 {
 pub fn selected() -> Option<Step> {
     let v = SELECTED.load(Ordering::Relaxed);
     if v != u32::MAX {
-        return Step::ALL.into_iter().find(|s| Source::from(*s) as u32 == v);
+        return selection(v as i32).ok().flatten(); // stored by `encode`: always a valid selection
     }
     let from_env = std::env::var("UPCXX_EXTRA_NVSHMEM_SOURCE").ok().and_then(|s| {
         let p = Step::parse(&s);

@@ -382,9 +382,9 @@ extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *m
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
-    Status::ALL
-        .iter()
-        .find(|s| **s as c_int == status)
+    u32::try_from(status)
+        .ok()
+        .and_then(Status::from_u32)
         .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
 }
 
