@@ -208,11 +208,18 @@ fn open_error(path: &Path, e: &str) -> String {
 pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
     let mut m = header(Some(&path.display().to_string()), Some(found_by), searched);
     let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
-    let bytes = match std::fs::read(path).map(|b| b.get(..4).map(|h| h.to_vec())) {
+    // The ELF magic, from the file's first 4 bytes (not the whole library: 100-200 MB).
+    let mut magic = [0u8; 4];
+    let head = std::fs::File::open(path).and_then(|mut f| match std::io::Read::read_exact(&mut f, &mut magic) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    });
+    let is_elf = match head {
         Err(e) => return unsupported(m, format!("cannot read {}: {e}", path.display())),
-        Ok(h) => h,
+        Ok(full) => full && &magic == b"\x7fELF",
     };
-    if bytes.as_deref() != Some(b"\x7fELF") {
+    if !is_elf {
         return unsupported(m, format!("{} is not an ELF shared library", path.display()));
     }
     let lib = match nvshmem_lib::open_file(path) {
