@@ -503,8 +503,8 @@ pub fn query_live() -> Result<(Heap, StateFields)> {
 
 /// Resolves where the state is, at load time, when NVSHMEM is already in the process.
 pub fn resolve_at_load() {
-    if nvshmem_lib::find_loaded().is_some() {
-        if let Err(e) = resolve() {
+    if let Some(lib) = nvshmem_lib::find_loaded() {
+        if let Err(e) = resolve_loaded(lib) {
             log::debug!("load-time resolution: {}", e.message);
         }
     }
