@@ -49,6 +49,8 @@
 #include <cuda_runtime_api.h>  // the fast copy path (UPC++ built with CUDA links cudart)
 
 #include "upcxx_extra_nvshmem.h"
+#include "upcxx_extra/nvshmem/collective.hpp"
+#include "upcxx_extra/nvshmem/error.hpp"
 
 #define UPCXX_EXTRA_NVSHMEM_STR2_(x) #x
 #define UPCXX_EXTRA_NVSHMEM_STR_(x) UPCXX_EXTRA_NVSHMEM_STR2_(x)
@@ -79,26 +81,7 @@
 namespace upcxx {
 namespace extra {
 
-/// An error of the C library or of a collective step, with its status and message (address,
-/// heap range, PE, or the rank that failed).
-class nvshmem_error : public std::runtime_error {
-public:
-    nvshmem_error(upcxx_extra_nvshmem_status_t status, const std::string &what)
-        : std::runtime_error(what), status_(status) {}
-    upcxx_extra_nvshmem_status_t status() const noexcept { return status_; }
-
-private:
-    upcxx_extra_nvshmem_status_t status_;
-};
-
 namespace detail {
-inline nvshmem_error c_error(upcxx_extra_nvshmem_status_t s) {
-    return nvshmem_error(s, std::string(upcxx_extra_nvshmem_strerror(s)) + ": " + upcxx_extra_nvshmem_last_error());
-}
-inline void check(upcxx_extra_nvshmem_status_t s) {
-    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw c_error(s);
-}
-
 /// One rank's view of its heap, exchanged at construction and update().
 struct rank_entry {
     int status;  // OK, or why this rank cannot take part
@@ -108,58 +91,6 @@ struct rank_entry {
     std::uintptr_t base;
     std::size_t mapped;
 };
-
-/// Every rank's `mine`, in rank order, in O(1) collective rounds: rank 0 lends a buffer of its
-/// shared segment (broadcast of its address), every rank puts its element there, a barrier,
-/// and rank 0 broadcasts the whole array. Messages: the n-1 puts, two broadcasts and a barrier.
-/// A buffer rank 0 cannot allocate fails on every rank alike.
-template <class T>
-std::vector<T> allgather(const T &mine, const char *what) {
-    static_assert(std::is_trivially_copyable<T>::value, "allgather moves raw bytes");
-    const int n = upcxx::rank_n(), me = upcxx::rank_me();
-    upcxx::global_ptr<T> buf;
-    if (me == 0) buf = upcxx::allocate<T>(static_cast<std::size_t>(n));
-    buf = upcxx::broadcast(buf, 0).wait();
-    if (!buf)
-        throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                            std::string(what) + ": rank 0 could not allocate " + std::to_string(n * sizeof(T)) +
-                                " bytes of its UPC++ shared segment for the exchange (raise UPCXX_SHARED_HEAP_SIZE)");
-    upcxx::rput(mine, buf + me).wait();
-    upcxx::barrier();
-    std::vector<T> all(static_cast<std::size_t>(n));
-    if (me == 0) std::memcpy(static_cast<void *>(all.data()), buf.local(), all.size() * sizeof(T));
-    upcxx::broadcast(all.data(), all.size(), 0).wait();
-    if (me == 0) upcxx::deallocate(buf);
-    return all;
-}
-
-/// Called by every rank with the same `failed_rank` (n: none failed): the failing rank throws its
-/// own error; every other rank receives that rank's status and message and throws it too.
-inline void fail_together(int failed_rank, upcxx_extra_nvshmem_status_t mine, const std::string &my_msg,
-                          const char *what) {
-    if (failed_rank >= upcxx::rank_n()) return;
-    char msg[768] = {0};
-    int status = mine;
-    if (upcxx::rank_me() == failed_rank) std::snprintf(msg, sizeof msg, "%s", my_msg.c_str());
-    status = upcxx::broadcast(status, failed_rank).wait();
-    upcxx::broadcast(msg, sizeof msg, failed_rank).wait();
-    msg[sizeof msg - 1] = 0;
-    if (upcxx::rank_me() == failed_rank) throw nvshmem_error(mine, my_msg);
-    throw nvshmem_error(static_cast<upcxx_extra_nvshmem_status_t>(status),
-                        std::string(what) + ": failed on rank " + std::to_string(failed_rank) + ": " + msg);
-}
-
-/// A local outcome made collective: one reduction, then fail_together.
-inline void agree(upcxx_extra_nvshmem_status_t mine, const std::string &my_msg, const char *what) {
-    const int me_or_none = mine == UPCXX_EXTRA_NVSHMEM_STATUS_OK ? upcxx::rank_n() : upcxx::rank_me();
-    fail_together(upcxx::reduce_all(me_or_none, upcxx::op_fast_min).wait(), mine, my_msg, what);
-}
-
-/// The number of live nvshmem_heap objects of this process (the C table is process-wide).
-inline int &active_heaps() {
-    static int n = 0;
-    return n;
-}
 }  // namespace detail
 
 /// NVSHMEM's symmetric heap as a private UPC++ device segment.
@@ -211,7 +142,7 @@ public:
         std::vector<upcxx_extra_nvshmem_peer_t> peers = validate(all, what);
 
         upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_set_peers(static_cast<int>(peers.size()), peers.data());
-        detail::agree(s, s ? detail::c_error(s).what() : "", what);
+        detail::agree(s ? detail::outcome::of(detail::c_error(s)) : detail::outcome{}, what);
 
         info_.base = reinterpret_cast<void *>(mine.base);
         info_.my_pe = mine.pe;
@@ -597,7 +528,7 @@ private:
                 first = static_cast<int>(r);
                 break;
             }
-        detail::fail_together(first, static_cast<upcxx_extra_nvshmem_status_t>(mine.status), msg, what);
+        detail::fail_together(first, detail::outcome{static_cast<upcxx_extra_nvshmem_status_t>(mine.status), nvshmem_errc::c_status, msg}, what);
     }
 
     // Every rank runs this on the same data, so every rank throws the same error, or none does.
