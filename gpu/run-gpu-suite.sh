@@ -30,7 +30,14 @@ nvcc -O2 -rdc=true -arch=sm_90 -std=c++17 gpu/heap_check.cu -o "$OUTDIR/heap_che
   $MPI_LIBS -lcuda || exit 2
 set +x
 export LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:$LINKDIR:${LD_LIBRARY_PATH:-}
-run() { echo; echo "== $*"; env "$@"; echo "(exit $?)"; }
+failed=()
+# Runs one step; a non-zero exit is a failure of the suite (the script exits 1 at the end).
+run() {
+  echo; echo "== $*"
+  env "$@"; local rc=$?
+  echo "(exit $rc)"
+  [ "$rc" -eq 0 ] || failed+=("$* (exit $rc)")
+}
 MPIRUN="mpirun -np 2 --bind-to none -x NVSHMEM_DISABLE_NVLS -x LD_LIBRARY_PATH"
 run $MPIRUN "$OUTDIR/heap_check" mpi
 run $MPIRUN "$OUTDIR/heap_check" uid
@@ -73,7 +80,14 @@ fi
 # ---- The UPC++ layer: gpu/run-upcxx-suite.sh, against the UPC++ releases of ../shared/upcxx
 # (carry its setup.sh and tarballs, name the folder in UXN_UPCXX_DIR).
 if [ -n "${UXN_UPCXX_DIR:-}" ]; then
-  UXN_PREFIX="$PREFIX" bash gpu/run-upcxx-suite.sh "$OUTDIR/upcxx"
+  UXN_PREFIX="$PREFIX" bash gpu/run-upcxx-suite.sh "$OUTDIR/upcxx" || failed+=("gpu/run-upcxx-suite.sh")
 else
   echo "SKIPPED: the UPC++ layer (set UXN_UPCXX_DIR to a folder with ../shared/upcxx's setup.sh and tarballs)"
 fi
+
+echo
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'FAILED: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "GPU suite: every step passed"

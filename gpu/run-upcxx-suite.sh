@@ -7,7 +7,10 @@
 #   UXN_NVSHMEM_TARBALLS="a.tar.xz ..." gpu/run-upcxx-suite.sh [outdir]
 # UXN_RANKS (default 2: one GPU each), UXN_THREADMODES (default seq), UXN_RELEASES (default both),
 # UXN_COPY_MAX_BYTES (1 GiB); UXN_BASELINE_PREFIX (+ UXN_BASELINE_ROUNDS, 3): hpp_test's BENCH
-# alternating between this library and another build of it, in the same run.
+# alternating between this library and another build of it (an install prefix), in the same run;
+# with UXN_BASELINE_SRC (a folder holding that build's nvshmem_hpp_test.cpp, gpu_test_util.hpp and
+# build-upcxx-program.sh) the baseline program is built from those sources against that prefix's
+# headers, so two releases of the C++ layer are compared too.
 # Prints every CHECK/BENCH/RESULT line and ends with one SUMMARY line per run.
 set -u
 OUTDIR=${1:-/tmp/uxn-upcxx}
@@ -30,6 +33,7 @@ for t in ${UXN_NVSHMEM_TARBALLS:-}; do
 done
 
 summary=()
+build_failed() { echo "BUILD FAILED: $*"; summary+=("SUMMARY BUILD FAILED: $* exit=1"); }
 run() { # label env... program
   local label="$1"; shift
   echo; echo "== $label: $*"
@@ -46,7 +50,7 @@ for NV in "${homes[@]}"; do
       U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
       for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp tests/cxx/nvshmem_copy_test.cpp; do
         UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
-          bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)" || echo "BUILD FAILED: $prog ($REL $TM $nvver)"
+          bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)" || build_failed "$prog ($REL $TM $nvver)"
       done
       L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
       tag="UPC++ $REL $TM, NVSHMEM $nvver"
@@ -59,8 +63,14 @@ for NV in "${homes[@]}"; do
       # Same-run comparison of the translation BENCH against another build of this library
       # (UXN_BASELINE_PREFIX, same soname): the same binary, alternating libraries, VMM on.
       if [ -n "${UXN_BASELINE_PREFIX:-}" ]; then
+        base_prog="$B/nvshmem_hpp_test"
+        if [ -n "${UXN_BASELINE_SRC:-}" ]; then
+          base_prog="$B/baseline_nvshmem_hpp_test"
+          UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$UXN_BASELINE_PREFIX" UPCXX_INSTALL="$U" \
+            bash "$UXN_BASELINE_SRC/build-upcxx-program.sh" "$UXN_BASELINE_SRC/nvshmem_hpp_test.cpp" "$base_prog" || build_failed "baseline hpp_test"
+        fi
         for round in $(seq 1 "${UXN_BASELINE_ROUNDS:-3}"); do
-          run "hpp_test round $round baseline library, $tag" "LD_LIBRARY_PATH=$NV/lib:$UXN_BASELINE_PREFIX/lib:${LD_LIBRARY_PATH:-}" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
+          run "hpp_test round $round baseline library, $tag" "LD_LIBRARY_PATH=$NV/lib:$UXN_BASELINE_PREFIX/lib:${LD_LIBRARY_PATH:-}" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$base_prog"
           run "hpp_test round $round current library, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
         done
       fi
@@ -69,3 +79,6 @@ for NV in "${homes[@]}"; do
 done
 echo
 printf '%s\n' "${summary[@]}"
+# Non-zero when any run failed: an exit status other than 0 (77 is a skip), or a failed check.
+bad=$(printf '%s\n' "${summary[@]}" | grep -Evc 'exit=(0|77) 0 failed-checks' || true)
+if [ "$bad" -gt 0 ]; then echo "FAILED: $bad run(s)"; exit 1; fi

@@ -47,22 +47,30 @@ static int me = 0;
 
 // Constructs a heap on every rank; every rank must throw `want` (its message containing
 // `needle`), and every rank must see the same status.
-static void expect_collective_failure(const char *what, upcxx_extra_nvshmem_status_t want, const char *needle) {
-    int got = -1;
+static void expect_collective_failure(const char *what, upcxx_extra_nvshmem_status_t want, const char *needle,
+                                      upcxx::extra::nvshmem_errc want_errc = upcxx::extra::nvshmem_errc::c_status) {
+    int got = -1, errc = -1, failed_rank = -2;
     std::string msg = "(no exception)";
     try {
         std::optional<nvshmem_heap> h;
         h.emplace();
     } catch (const heap_error &e) {
         got = e.status();
+        errc = static_cast<int>(e.errc());
+        failed_rank = e.failed_rank();
         msg = e.what();
     }
     CHECK(got == want && msg.find(needle) != std::string::npos, "%s: status %d (want %d): %s", what, got, (int)want,
           msg.c_str());
-    // Every rank threw the same status (a rank that did not throw, or threw another, shows here).
-    int lo = upcxx::reduce_all(got, upcxx::op_fast_min).wait();
-    int hi = upcxx::reduce_all(got, upcxx::op_fast_max).wait();
-    CHECK(lo == hi && lo == want, "%s: the same status on every rank (min %d, max %d)", what, lo, hi);
+    // Every rank threw the same status, condition and failing rank (a rank that did not throw, or
+    // threw another, shows here), and the rank named is a rank of the world.
+    for (int v : {got, errc, failed_rank}) {
+        int lo = upcxx::reduce_all(v, upcxx::op_fast_min).wait();
+        int hi = upcxx::reduce_all(v, upcxx::op_fast_max).wait();
+        CHECK(lo == hi, "%s: the same value on every rank (min %d, max %d)", what, lo, hi);
+    }
+    CHECK(errc == static_cast<int>(want_errc), "%s: errc %d (want %d)", what, errc, static_cast<int>(want_errc));
+    CHECK(failed_rank >= 0 && failed_rank < upcxx::rank_n(), "%s: failed_rank %d names a rank", what, failed_rank);
 }
 
 static std::vector<char> host_heap(1 << 20);
@@ -89,7 +97,8 @@ int main() {
         std::printf("CHECK rank - FAIL: constructed before upcxx::init()\n");
         failures++;
     } catch (const heap_error &e) {
-        bool ok = e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT && std::strstr(e.what(), "upcxx::init");
+        bool ok = e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT && std::strstr(e.what(), "upcxx::init") &&
+                  e.errc() == upcxx::extra::nvshmem_errc::upcxx_not_initialized && e.failed_rank() == -1;
         std::printf("CHECK rank - %s: before upcxx::init(): %s\n", ok ? "PASS" : "FAIL", e.what());
         if (!ok) failures++;
     }
@@ -113,7 +122,8 @@ int main() {
     // 3. A bad PE map: every rank claims PE 0.
     if (n > 1) {
         attach_host_heap(0, n);
-        expect_collective_failure("every rank claims PE 0", UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "taken by another rank");
+        expect_collective_failure("every rank claims PE 0", UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "taken by another rank",
+                                  upcxx::extra::nvshmem_errc::peers_mismatch);
         upcxx_extra_nvshmem_detach();
         upcxx::barrier();
     }
@@ -121,7 +131,7 @@ int main() {
     // 4. NVSHMEM's PE count differs from upcxx::rank_n() (here on rank 0 only).
     attach_host_heap(me, me == 0 ? n + 1 : n);
     expect_collective_failure("n_pes != rank_n on rank 0", UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                              "must be the same processes");
+                              "must be the same processes", upcxx::extra::nvshmem_errc::peers_mismatch);
     upcxx_extra_nvshmem_detach();
     upcxx::barrier();
 

@@ -77,7 +77,7 @@ int main() {
     // allows one cuda_device per GPU per process, so it is made and destroyed first).
     double own_ns = 0;
     {
-#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+#if UPCXX_VERSION >= 20220300L
         auto own = upcxx::make_gpu_allocator<upcxx::cuda_device>(size_t(64) << 20, me % ndev);
         char *p = own.local(own.allocate<char>(size_t(1) << 20));
         own_ns = time_ns([&](long i) { escape(own.to_global_ptr(p + (i & 1023))); });
@@ -154,6 +154,7 @@ int main() {
         std::printf("NOTE rank %d: VMM %s, extent %zu -> %zu bytes after a 3 GiB nvshmem_malloc at heap offset %zu; "
                     "update() %.3f ms; %zu UPC++ segment(s)\n",
                     me, vmm ? "on" : "off", e0, e1, big_off, update_s * 1e3, heap.segments());
+        CHECK(heap.segments() == 1, "update() made no new UPC++ segment (reference memory kinds): %zu", heap.segments());
         if (vmm)
             CHECK(e1 > e0 && e1 >= big_off + big_n, "VMM on: update() covers the new memory (%zu -> %zu)", e0, e1);
         else
@@ -231,7 +232,7 @@ int main() {
     } catch (const heap_error &e) {
         again_msg = e.what();
     }
-#if UPCXX_EXTRA_NVSHMEM_GPU_ALLOCATOR
+#if UPCXX_VERSION >= 20220300L
     CHECK(again_ok, "a heap after a forgotten one (UPC++ >= 2022.3: several allocators per GPU): %s", again_msg.c_str());
 #else
     CHECK(!again_ok && again_msg.find("one per GPU") != std::string::npos,

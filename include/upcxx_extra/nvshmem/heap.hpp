@@ -1,0 +1,561 @@
+// upcxx-extra-nvshmem: nvshmem_heap, NVSHMEM's symmetric heap as a UPC++ device segment. Part of
+// <upcxx_extra/nvshmem.hpp>.
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// The heap's state has one owner, the C library: the heap, every PE's base and rank, the extent
+// UPC++ covers, and every translation and bound check. This class holds only what UPC++ needs
+// (its segments and their base global pointers) and runs the collectives.
+#ifndef UPCXX_EXTRA_NVSHMEM_HEAP_HPP
+#define UPCXX_EXTRA_NVSHMEM_HEAP_HPP
+
+#include <upcxx/upcxx.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "upcxx_extra_nvshmem.h"
+#include "upcxx_extra/nvshmem/backend.hpp"
+#include "upcxx_extra/nvshmem/collective.hpp"
+#include "upcxx_extra/nvshmem/copy_engine.hpp"
+#include "upcxx_extra/nvshmem/error.hpp"
+
+namespace upcxx {
+namespace extra {
+
+namespace detail {
+/// One rank's view of its heap, exchanged at construction and update().
+struct rank_entry {
+    int status;  // OK, or why this rank cannot take part (its outcome holds the message)
+    int pe;
+    int n_pes;
+    int device;
+    std::uintptr_t base;
+    std::size_t mapped;
+};
+}  // namespace detail
+
+/// NVSHMEM's symmetric heap as a private UPC++ device segment.
+///
+/// Construct collectively over upcxx::world() from the master persona, after upcxx::init() and
+/// NVSHMEM init (upcxx::extra::nvshmem_init()); call update() collectively after nvshmem_malloc
+/// calls that may have grown the heap; destroy() collectively before nvshmem_finalize(). World
+/// ranks and NVSHMEM PEs must be the same processes (rank_n == n_pes); the PE -> rank map may be
+/// any permutation. One nvshmem_heap is active per process at a time.
+///
+/// Lifetime: movable, not copyable. destroy() is collective and idempotent. A heap that goes out
+/// of scope (or is assigned over) while active and UPC++ is still initialised cannot run a
+/// collective there: it waits for its own fast copies, leaves its UPC++ device segment allocated
+/// until upcxx::finalize(), forgets the translation table and prints one warning to stderr; it
+/// never aborts or hangs.
+///
+/// Thread safety: to_global_ptr / from_global_ptr / copy / accessors may run on any thread (a
+/// copy completes on the persona that called it); the constructor, update(), destroy() and moves
+/// must not run concurrently with them.
+class nvshmem_heap {
+    using backend = detail::upcxx_backend;
+
+public:
+    using device_gptr = detail::device_gptr;
+    using copy_counts = detail::copy_engine::counts_t;
+
+    /// UPC++ device segments a heap may use when every growth needs its own (native memory kinds).
+    static constexpr std::size_t max_segments = 16;
+
+    /// Collective. Throws nvshmem_error on every rank when any rank fails (nothing is created then).
+    nvshmem_heap() {
+        const char *what = "nvshmem_heap";
+        if (!upcxx::initialized())
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                "nvshmem_heap: UPC++ is not initialised (call upcxx::init() first)",
+                                nvshmem_errc::upcxx_not_initialized);
+        detail::rank_entry mine{};
+        detail::outcome out = detail::attempt([&] {
+            mine = local_entry(what);
+            if (detail::active_heaps() > 0)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    "nvshmem_heap: another nvshmem_heap is active in this process; use it, or destroy() "
+                                    "it first",
+                                    nvshmem_errc::heap_exists);
+            std::string busy = backend::device_unavailable(mine.device);
+            if (!busy.empty())
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, "nvshmem_heap: " + busy,
+                                    nvshmem_errc::device_in_use);
+        });
+        mine.status = out.status;
+        std::vector<detail::rank_entry> all = detail::allgather(mine, what);
+        detail::fail_together(first_failed(all), out, what);
+        std::vector<upcxx_extra_nvshmem_peer_t> peers = validate(all, what);
+        detail::agree(detail::attempt([&] {
+                          detail::check(upcxx_extra_nvshmem_set_peers(static_cast<int>(peers.size()), peers.data()));
+                      }),
+                      what);
+
+        info_ = mine;
+        ++detail::active_heaps();
+        active_ = true;
+        const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+        engine_ = std::make_shared<detail::copy_engine>(mine.device, knob && std::string(knob) == "upcxx");
+        try {
+            grow_to(min_mapped(all), what);
+        } catch (...) {
+            abandon("its construction failed after the UPC++ device segment was made");
+            throw;
+        }
+    }
+
+    nvshmem_heap(const nvshmem_heap &) = delete;
+    nvshmem_heap &operator=(const nvshmem_heap &) = delete;
+
+    nvshmem_heap(nvshmem_heap &&o) noexcept { take(o); }
+    /// Assigning over an active heap destroys it first (collective, like destroy()).
+    nvshmem_heap &operator=(nvshmem_heap &&o) {
+        if (this != &o) {
+            destroy();
+            take(o);
+        }
+        return *this;
+    }
+
+    ~nvshmem_heap() {
+        if (active_) abandon("it went out of scope without destroy()");
+    }
+
+    /// Collective: waits until every fast copy this process issued has landed (their completions
+    /// then run at their personas' next progress), then, once every rank has done so (so no copy
+    /// into any rank's heap is in flight), tears the UPC++ segment down and forgets the table.
+    /// Call it before nvshmem_free of memory copies may still touch, and before nvshmem_finalize().
+    /// A second call, or a call on a moved-from heap, does nothing. After upcxx::finalize() it
+    /// only releases this process's objects. Throws on every rank (after the teardown) when
+    /// waiting for a fast copy failed on any rank.
+    void destroy() {
+        if (!active_) return;
+        if (!upcxx::initialized()) {
+            release();
+            return;
+        }
+        const std::string drained = engine_->drain();
+        upcxx::barrier();  // every rank drained: no fast copy into any heap is in flight
+        for (backend::segment &s : segments_) s.destroy();  // collective
+        release();
+        detail::outcome out;
+        if (!drained.empty()) out = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda, drained};
+        detail::agree(out, "nvshmem_heap::destroy");
+    }
+
+    /// Collective: makes the memory NVSHMEM has mapped since (nvshmem_malloc grows the heap under
+    /// CUDA VMM) addressable from UPC++, and returns the new extent. Global pointers made before
+    /// stay valid; new ones may straddle the old and new memory. Without CUDA VMM the heap does
+    /// not grow and this returns extent() unchanged. Throws on every rank when any rank fails.
+    /// Resources: none with UPC++'s reference memory kinds (the one segment serves the grown
+    /// heap); one more segment per growth with native memory kinds, at most max_segments.
+    std::size_t update() {
+        const char *what = "nvshmem_heap::update";
+        if (!active_) throw inactive(what);
+        detail::rank_entry mine{};
+        detail::outcome out = detail::attempt([&] {
+            mine = local_entry(what);
+            if (mine.base != info_.base || mine.pe != info_.pe)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED,
+                                    "nvshmem_heap::update: the NVSHMEM heap is no longer the one this nvshmem_heap was "
+                                    "built on (base or PE changed: NVSHMEM re-initialised?)",
+                                    nvshmem_errc::heap_changed);
+        });
+        mine.status = out.status;
+        std::vector<detail::rank_entry> all = detail::allgather(mine, what);
+        detail::fail_together(first_failed(all), out, what);
+        grow_to(min_mapped(all), what);
+        return extent_;
+    }
+
+    bool is_active() const noexcept { return active_; }
+    int my_pe() const noexcept { return info_.pe; }
+    int n_pes() const noexcept { return info_.n_pes; }
+    int device() const noexcept { return info_.device; }
+    void *base() const noexcept { return reinterpret_cast<void *>(info_.base); }
+    /// The extent UPC++ can address from base() on every PE: the heap mapped on every PE at the
+    /// last construction or update().
+    std::size_t extent() const noexcept { return extent_; }
+    /// How many UPC++ device segments back this heap: 1 (0 once destroyed), or with native memory
+    /// kinds one per update() that grew the heap (at most max_segments).
+    std::size_t segments() const noexcept { return segments_.size(); }
+
+    /// The global pointer to PE `pe`'s copy of the symmetric object `sym` (one C call).
+    template <class T>
+    upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym, int pe) const {
+        if (!active_) throw inactive("to_global_ptr");
+        int rank = -1;
+        std::size_t off = 0;
+        detail::check(upcxx_extra_nvshmem_to_offset(static_cast<const void *>(sym), sizeof(T), pe, &rank, &off));
+        return upcxx::reinterpret_pointer_cast<T>(bases_.back()[static_cast<std::size_t>(rank)] +
+                                                  static_cast<std::ptrdiff_t>(off));
+    }
+    template <class T>
+    upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym) const {
+        return to_global_ptr(sym, my_pe());
+    }
+
+    /// The symmetric address and the PE of `gp`, which must point into this heap (one C call).
+    template <class T>
+    std::pair<T *, int> from_global_ptr(upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> gp) const {
+        if (!active_) throw inactive("from_global_ptr");
+        if (!gp) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "from_global_ptr: null global pointer");
+        const detail::gptr_view v = backend::view(gp);
+        if (!owns(v, "from_global_ptr"))
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                                "from_global_ptr: the global pointer to " + describe(v) +
+                                    " is not into this nvshmem_heap (it names another UPC++ device segment)");
+        void *sym = nullptr;
+        int pe = -1;
+        detail::check(upcxx_extra_nvshmem_from_global_ptr(v.rank, v.raw, &sym, &pe));
+        return {static_cast<T *>(sym), pe};
+    }
+
+    /// Counts of the copies heap.copy() made by each path since construction (this process).
+    copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
+
+    /// upcxx::copy, for every argument list upcxx::copy takes in this UPC++ release, with its
+    /// return type and completion semantics (docs/copy.md). When both ends are memory this
+    /// process reaches through NVSHMEM (heap memory of a PE on this node with P2P, or this rank's
+    /// own device memory opposite such heap memory), the bytes move by one cudaMemcpyAsync on
+    /// the heap's device; anything else goes to upcxx::copy with the completions unchanged.
+    /// Throws nvshmem_error (nothing copied, nothing notified) for a null pointer, a size that
+    /// overflows, a raw T* into the NVSHMEM heap (upcxx::copy reads T* as host memory: pass
+    /// to_global_ptr(p)), a range that starts in this heap and runs past extent(), a destroyed
+    /// heap, or a CUDA error when the copy is issued.
+    template <class... A>
+    auto copy(A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
+        return dispatch(nullptr, std::forward<A>(a)...);
+    }
+
+    /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
+    /// for it on the GPU (no host synchronisation) when the copy takes the fast path and `stream`
+    /// belongs to the heap's device; otherwise the host waits for `stream` first, then copies.
+    template <class... A>
+    auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
+        return dispatch(stream, std::forward<A>(a)...);
+    }
+
+    /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued
+    /// (it was redone through upcxx::copy, so its completion still meant the bytes landed), since
+    /// the last call; nothing otherwise.
+    void check_copies() {
+        if (!engine_) return;
+        std::string e = engine_->take_error();
+        if (!e.empty()) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, e, nvshmem_errc::cuda);
+    }
+
+private:
+    // ---- copy ----------------------------------------------------------------------------------
+
+    template <class S, class D>
+    auto dispatch(cudaStream_t after, S &&src, D &&dst, std::size_t n)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
+        return dispatch(after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+    }
+
+    template <class S, class D, class Cxs>
+    auto dispatch(cudaStream_t after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
+        using src_end = detail::copy_end<typename std::decay<S>::type>;
+        using dst_end = detail::copy_end<typename std::decay<D>::type>;
+        using cx = typename backend::template cx<Cxs>;
+        if (!active_) throw inactive("nvshmem_heap::copy");
+        if (!src || !dst)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
+                                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") +
+                                    " is a null pointer");
+        void *from = nullptr, *to = nullptr;
+        std::size_t bytes = 0;
+        int rank_s = -1, rank_d = -1;
+        if constexpr (src_end::known && dst_end::known) {
+            using T = typename dst_end::element;
+            cx::template assert_sane<T>();
+            if (n > static_cast<std::size_t>(-1) / sizeof(T))
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    "nvshmem_heap::copy: " + std::to_string(n) + " elements of " +
+                                        std::to_string(sizeof(T)) + " bytes overflow size_t");
+            bytes = n * sizeof(T);
+            // Both ends are checked whatever the path: a raw pointer into the heap, or a range
+            // that starts in the heap and runs past extent(), is an error.
+            const bool heap_s = reach(src, bytes, "source", from, rank_s);
+            const bool heap_d = reach(dst, bytes, "destination", to, rank_d);
+            if (!(heap_s || heap_d) || (cx::want_remote && !backend::fast_remote) || engine_->force_fallback())
+                from = to = nullptr;
+        }
+        if (n == 0 || !from || !to) {
+            engine_->count_fallback();
+            if (after) wait_for(after);
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+        }
+        // The fast path, notified through upcxx::copy's own completion machinery.
+        const std::string what = "copy of " + std::to_string(bytes) + " bytes from rank " + std::to_string(rank_s) +
+                                 " to rank " + std::to_string(rank_d);
+        const detail::copy_engine::ticket t = engine_->issue(to, from, bytes, after, what);
+        auto note = std::make_shared<notifier<Cxs>>(rank_d, std::forward<Cxs>(cxs));
+        if (bytes <= detail::copy_engine::sync_copy_max) {
+            if (engine_->wait(t, what) == cudaSuccess) {
+                auto returner = cx::returner(*note->here, true);  // done in the call, as UPC++ sees it
+                note->notify();
+                return returner();
+            }
+            auto returner = cx::returner(*note->here, false);
+            redo(src, dst, n, note);
+            return returner();
+        }
+        auto returner = cx::returner(*note->here, false);
+        engine_->watch(t, std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, note));
+        return returner();
+    }
+
+    // A fast copy CUDA failed: UPC++ copies it again; its notifications fire once those bytes landed.
+    template <class S, class D, class Note>
+    static void redo(const S &src, const D &dst, std::size_t n, const std::shared_ptr<Note> &note) {
+        (void)upcxx::copy(src, dst, n).then([note] { note->notify(); });
+    }
+
+    /// A fast copy's notifications: upcxx::copy's completion state for `Cxs` and its remote
+    /// part, bound for the target rank.
+    template <class Cxs>
+    struct notifier {
+        using cx = typename backend::template cx<Cxs>;
+        notifier(int target, Cxs &&cxs)
+            : rank_d(target), here(std::make_unique<typename cx::here_t>(std::forward<Cxs>(cxs))),
+              remote(cx::bind_remote(std::forward<Cxs>(cxs))) {}
+        int rank_d;
+        std::unique_ptr<typename cx::here_t> here;
+        typename cx::remote_t remote;
+
+        void notify() {
+            cx::send_remote(rank_d, std::move(remote));
+            here->template operator()<upcxx::source_cx_event>();
+            here->template operator()<upcxx::operation_cx_event>();
+        }
+    };
+
+    /// A fast copy in flight: its notifications, and the pointers to redo it through
+    /// upcxx::copy if CUDA fails it.
+    template <class S, class D, class Cxs>
+    struct fast_flight final : detail::flight {
+        fast_flight(const S &s, const D &d, std::size_t count, std::shared_ptr<notifier<Cxs>> nt)
+            : src(s), dst(d), n(count), note(std::move(nt)) {}
+
+        typename std::decay<S>::type src;
+        typename std::decay<D>::type dst;
+        std::size_t n;
+        std::shared_ptr<notifier<Cxs>> note;
+
+        void finish(cudaError_t e, bool redo_ok) override {
+            if (e == cudaSuccess || !redo_ok) return note->notify();
+            redo(src, dst, n, note);
+        }
+    };
+
+    // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap.
+    template <class T>
+    bool reach(T *p, std::size_t, const char *which, void *&local, int &rank) const {
+        std::size_t off = 0;
+        if (upcxx_extra_nvshmem_offset(static_cast<const void *>(p), &off) == UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                std::string("nvshmem_heap::copy: the ") + which +
+                                    " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
+                                    "); upcxx::copy reads a T* as this process's host memory: pass "
+                                    "heap.to_global_ptr(p) instead");
+        local = nullptr;
+        rank = upcxx::rank_me();
+        return false;
+    }
+    // A global pointer: into this heap (the address this process reaches it at, or nullptr when
+    // not mapped here), this rank's own device memory (its address), or neither (nullptr).
+    // Returns whether it is heap memory.
+    template <class T, upcxx::memory_kind K>
+    bool reach(const upcxx::global_ptr<T, K> &p, std::size_t bytes, const char *which, void *&local,
+               int &rank) const {
+        const detail::gptr_view v = backend::view(p);
+        rank = v.rank;
+        local = nullptr;
+        if (v.kind != upcxx::memory_kind::cuda_device) return false;
+        if (!owns(v, nullptr)) {
+            if (v.rank == upcxx::rank_me()) local = v.raw;  // this rank's own device memory
+            return false;
+        }
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_local_ptr(v.rank, v.raw, bytes, &local, nullptr, nullptr);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which + " range: " +
+                                       detail::c_error(s).what());
+        return true;
+    }
+
+    // Host waits for `stream` (copies that cannot be ordered on the GPU).
+    void wait_for(cudaStream_t stream) const {
+        detail::device_scope on(info_.device);
+        cudaError_t e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") +
+                                    cudaGetErrorString(e),
+                                nvshmem_errc::cuda);
+    }
+
+    // ---- which memory is this heap's -----------------------------------------------------------
+
+    // Whether `v` names one of this heap's UPC++ segments (compared by segment, never by pointer
+    // arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is given.
+    bool owns(const detail::gptr_view &v, const char *fn) const {
+        if (v.rank < 0 || v.rank >= static_cast<int>(n_ranks())) {
+            if (!fn) return false;
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK, std::string(fn) + ": rank " + std::to_string(v.rank) +
+                                                                         " is not a rank of this heap (" +
+                                                                         std::to_string(n_ranks()) + " ranks)");
+        }
+        if (v.kind != upcxx::memory_kind::cuda_device) return false;
+        for (const std::vector<device_gptr> &b : bases_)
+            if (backend::view(b[static_cast<std::size_t>(v.rank)]).segment == v.segment) return true;
+        return false;
+    }
+    std::size_t n_ranks() const noexcept { return bases_.empty() ? 0 : bases_.back().size(); }
+    static std::string describe(const detail::gptr_view &v) {
+        char addr[32];
+        std::snprintf(addr, sizeof addr, "%p", v.raw);
+        return "rank " + std::to_string(v.rank) + " address " + addr;
+    }
+
+    // ---- collective construction and growth ----------------------------------------------------
+
+    static detail::rank_entry local_entry(const char *what) {
+        upcxx_extra_nvshmem_heap_info_t h;
+        detail::check(upcxx_extra_nvshmem_heap_query(&h));
+        if (h.mapped_size == 0 || h.device < 0)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                std::string(what) + ": the mapped extent (" + std::to_string(h.mapped_size) +
+                                    " bytes) or the CUDA device (" + std::to_string(h.device) + ") of the heap of PE " +
+                                    std::to_string(h.my_pe) + " is unknown");
+        return detail::rank_entry{UPCXX_EXTRA_NVSHMEM_STATUS_OK,        h.my_pe,       h.n_pes, h.device,
+                                  reinterpret_cast<std::uintptr_t>(h.base), h.mapped_size};
+    }
+
+    static int first_failed(const std::vector<detail::rank_entry> &all) {
+        for (std::size_t r = 0; r < all.size(); r++)
+            if (all[r].status != UPCXX_EXTRA_NVSHMEM_STATUS_OK) return static_cast<int>(r);
+        return upcxx::rank_n();
+    }
+
+    // Every rank runs this on the same data, so every rank throws the same error, or none does.
+    static std::vector<upcxx_extra_nvshmem_peer_t> validate(const std::vector<detail::rank_entry> &all,
+                                                           const char *what) {
+        const int n = static_cast<int>(all.size());
+        std::vector<upcxx_extra_nvshmem_peer_t> peers(all.size(), upcxx_extra_nvshmem_peer_t{-1, nullptr});
+        for (int r = 0; r < n; r++) {
+            const detail::rank_entry &e = all[static_cast<std::size_t>(r)];
+            if (e.n_pes != n)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string(what) + ": NVSHMEM has " + std::to_string(e.n_pes) + " PEs on rank " +
+                                        std::to_string(r) + " but upcxx::world() has " + std::to_string(n) +
+                                        " ranks; they must be the same processes",
+                                    nvshmem_errc::peers_mismatch, r);
+            if (e.pe < 0 || e.pe >= n || peers[static_cast<std::size_t>(e.pe)].rank >= 0)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
+                                    std::string(what) + ": rank " + std::to_string(r) + " reports PE " +
+                                        std::to_string(e.pe) + ", out of range [0, " + std::to_string(n) +
+                                        ") or taken by another rank: PEs and ranks must be the same processes",
+                                    nvshmem_errc::peers_mismatch, r);
+            peers[static_cast<std::size_t>(e.pe)].rank = r;
+            peers[static_cast<std::size_t>(e.pe)].base = reinterpret_cast<void *>(e.base);
+        }
+        return peers;
+    }
+
+    static std::size_t min_mapped(const std::vector<detail::rank_entry> &all) {
+        std::size_t m = all.empty() ? 0 : all[0].mapped;
+        for (const detail::rank_entry &e : all) m = std::min(m, e.mapped);
+        return m;
+    }
+
+    // Collective (every rank passes the same `mapped`): covers [base, base + mapped) on every PE
+    // when that is more than what is covered now, and tells the C table.
+    void grow_to(std::size_t mapped, const char *what) {
+        if (mapped <= extent_) return;
+        if (segments_.empty() || backend::segment_per_growth) {
+            if (segments_.size() >= max_segments)  // the same decision on every rank
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string(what) + ": growing to " + std::to_string(mapped) + " bytes needs UPC++ " +
+                                        "device segment " + std::to_string(segments_.size() + 1) + ", over the limit of " +
+                                        std::to_string(max_segments) +
+                                        " (native memory kinds: call update() after a batch of nvshmem_malloc "
+                                        "calls, or set NVSHMEM_SYMMETRIC_SIZE)",
+                                    nvshmem_errc::segment_limit, 0);
+            segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), mapped);
+            bases_.push_back(detail::allgather(segments_.back().base(), what));
+        }
+        detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
+        extent_ = mapped;
+    }
+
+    static nvshmem_error inactive(const char *fn) {
+        return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
+                             std::string(fn) + ": this nvshmem_heap was destroyed or moved from",
+                             nvshmem_errc::heap_inactive);
+    }
+
+    // Forgets everything; the UPC++ objects must be destroyed (or abandoned) by now.
+    void release() noexcept {
+        if (engine_) (void)engine_->drain();
+        engine_.reset();
+        segments_.clear();
+        bases_.clear();
+        extent_ = 0;
+        if (active_) {
+            active_ = false;
+            --detail::active_heaps();
+            upcxx_extra_nvshmem_detach();
+        }
+    }
+
+    // No collective is possible here: leave the UPC++ objects alive (never destructed, so UPC++
+    // does not assert on an active allocator), forget the rest, and say so.
+    void abandon(const char *why) noexcept {
+        if (upcxx::initialized()) {
+            for (backend::segment &s : segments_) s.abandon();
+            std::fprintf(stderr,
+                         "upcxx_extra::nvshmem_heap (rank %d): %s while UPC++ is initialised; its UPC++ device "
+                         "segment stays allocated until upcxx::finalize(). Call destroy() collectively first.\n",
+                         upcxx::rank_me(), why);
+        }
+        release();
+    }
+
+    void take(nvshmem_heap &o) noexcept {
+        info_ = o.info_;
+        extent_ = o.extent_;
+        active_ = o.active_;
+        segments_ = std::move(o.segments_);
+        bases_ = std::move(o.bases_);
+        engine_ = std::move(o.engine_);
+        o.active_ = false;
+        o.extent_ = 0;
+        o.segments_.clear();
+        o.bases_.clear();
+    }
+
+    detail::rank_entry info_{};
+    std::size_t extent_ = 0;
+    bool active_ = false;
+    std::vector<backend::segment> segments_;       // this process's UPC++ device segments
+    std::vector<std::vector<device_gptr>> bases_;  // [segment][rank]: each segment's base on every rank
+    std::shared_ptr<detail::copy_engine> engine_;
+};
+
+}  // namespace extra
+}  // namespace upcxx
+
+#endif  // UPCXX_EXTRA_NVSHMEM_HEAP_HPP
