@@ -196,9 +196,10 @@ public:
         if (!active_) throw inactive("to_global_ptr");
         int rank = -1;
         std::size_t off = 0;
-        detail::check(upcxx_extra_nvshmem_to_offset(static_cast<const void *>(sym), sizeof(T), pe, &rank, &off));
-        return upcxx::reinterpret_pointer_cast<T>(bases_.back()[static_cast<std::size_t>(rank)] +
-                                                  static_cast<std::ptrdiff_t>(off));
+        upcxx_extra_nvshmem_status_t s =
+            upcxx_extra_nvshmem_to_offset(static_cast<const void *>(sym), sizeof(T), pe, &rank, &off);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
+        return upcxx::reinterpret_pointer_cast<T>(newest_[rank] + static_cast<std::ptrdiff_t>(off));
     }
     template <class T>
     upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym) const {
@@ -217,7 +218,8 @@ public:
                                     " is not into this nvshmem_heap (it names another UPC++ device segment)");
         void *sym = nullptr;
         int pe = -1;
-        detail::check(upcxx_extra_nvshmem_from_global_ptr(v.rank, v.raw, &sym, &pe));
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_from_global_ptr(v.rank, v.raw, &sym, &pe);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
         return {static_cast<T *>(sym), pe};
     }
 
@@ -390,9 +392,10 @@ private:
             return false;
         }
         upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_local_ptr(v.rank, v.raw, bytes, &local, nullptr, nullptr);
-        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
-            throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which + " range: " +
-                                       detail::c_error(s).what());
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+            nvshmem_error e = translation_error(s);
+            throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which + " range: " + e.what());
+        }
         return true;
     }
 
@@ -496,9 +499,19 @@ private:
                                     nvshmem_errc::segment_limit, 0);
             segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), mapped);
             bases_.push_back(detail::allgather(segments_.back().base(), what));
+            newest_ = bases_.back().data();
         }
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
         extent_ = mapped;
+    }
+
+    // The C library's error; past the extent, it says what to do about it.
+    nvshmem_error translation_error(upcxx_extra_nvshmem_status_t s) const {
+        nvshmem_error e = detail::c_error(s);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP) return e;
+        return nvshmem_error(s, std::string(e.what()) + " (this nvshmem_heap covers " + std::to_string(extent_) +
+                                    " bytes of each PE's heap: after nvshmem_malloc grew the heap, call update() "
+                                    "collectively)");
     }
 
     static nvshmem_error inactive(const char *fn) {
@@ -513,6 +526,7 @@ private:
         engine_.reset();
         segments_.clear();
         bases_.clear();
+        newest_ = nullptr;
         extent_ = 0;
         if (active_) {
             active_ = false;
@@ -540,11 +554,13 @@ private:
         active_ = o.active_;
         segments_ = std::move(o.segments_);
         bases_ = std::move(o.bases_);
+        newest_ = o.newest_;  // the moved vector keeps its storage
         engine_ = std::move(o.engine_);
         o.active_ = false;
         o.extent_ = 0;
         o.segments_.clear();
         o.bases_.clear();
+        o.newest_ = nullptr;
     }
 
     detail::rank_entry info_{};
@@ -552,6 +568,7 @@ private:
     bool active_ = false;
     std::vector<backend::segment> segments_;       // this process's UPC++ device segments
     std::vector<std::vector<device_gptr>> bases_;  // [segment][rank]: each segment's base on every rank
+    const device_gptr *newest_ = nullptr;          // bases_.back().data(): new global pointers' bases
     std::shared_ptr<detail::copy_engine> engine_;
 };
 
