@@ -5,9 +5,14 @@
 # The pip wheels (NVSHMEM host libraries, CUDA headers, nvcc) and the UPC++ layout live here,
 # outside the clone.
 UXN_CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
-# nvidia-nvshmem-cu12 releases the tests run against; the middle one is the default library.
+# nvidia-nvshmem-cu12 releases the tests run against; the middle one is the default library, the
+# one NVSHMEM that the quickstart (UXN_DEPS=user) installs.
 UXN_NVSHMEM_VERSIONS=(3.1.7 3.4.5 3.8.0)
 UXN_NVSHMEM_DEFAULT=3.4.5
+# The CUDA major version of the user's NVSHMEM wheel: 12 (nvidia-nvshmem-cu12, runs on drivers
+# >= 525, CUDA 12.x and 13.x alike) or 13 (nvidia-nvshmem-cu13, needs a CUDA 13 driver, >= 580).
+# Match the CUDA major version of the toolkit the program is built with. The tests use cu12.
+UXN_NVSHMEM_CUDA="${UXN_NVSHMEM_CUDA:-12}"
 # The oldest Rust that builds the crate (Cargo.toml: edition 2024, rust-version).
 UXN_RUST_MIN=1.85
 UXN_RUSTUP_URL="${UXN_RUSTUP_URL:-https://sh.rustup.rs}"
@@ -22,7 +27,12 @@ uxn_gpu_env() {
   export UPCXX_SHARED_HEAP_SIZE="${UPCXX_SHARED_HEAP_SIZE:-1GB}"
 }
 
-uxn_nvshmem_root() { echo "$UXN_CACHE/nvshmem/$1/nvidia/nvshmem"; }
+# The NVSHMEM root (.../nvidia/nvshmem) of release $1 in the cache: the cu12 wheels in nvshmem/,
+# the cu13 ones in nvshmem-cu13/ ($2: the CUDA major version, default 12).
+uxn_nvshmem_root() {
+  if [ "${2:-12}" = 12 ]; then echo "$UXN_CACHE/nvshmem/$1/nvidia/nvshmem"
+  else echo "$UXN_CACHE/nvshmem-cu$2/$1/nvidia/nvshmem"; fi
+}
 
 # 0 when a cargo/rustc >= UXN_RUST_MIN is on PATH.
 uxn_have_rust() {
@@ -32,6 +42,11 @@ uxn_have_rust() {
   [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$UXN_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$UXN_RUST_MIN" ]
 }
 
+# The command that installs Rust with rustup's standard installer (into ~/.rustup and ~/.cargo).
+uxn_rust_install_cmd() {
+  echo "curl --proto '=https' --tlsv1.2 -sSf $UXN_RUSTUP_URL | sh -s -- -y --profile minimal"
+}
+
 # Makes sure Rust >= UXN_RUST_MIN is there: installs it with rustup's standard installer (into
 # ~/.rustup and ~/.cargo, no root) when it can reach it, else stops with the exact command.
 uxn_ensure_rust() {
@@ -39,7 +54,8 @@ uxn_ensure_rust() {
     echo "Rust: $(rustc --version) (>= $UXN_RUST_MIN)"
     return 0
   fi
-  local cmd="curl --proto '=https' --tlsv1.2 -sSf $UXN_RUSTUP_URL | sh -s -- -y --profile minimal"
+  local cmd
+  cmd="$(uxn_rust_install_cmd)"
   if command -v curl >/dev/null 2>&1 && curl --proto '=https' --tlsv1.2 -sSf --max-time 20 -o /dev/null "$UXN_RUSTUP_URL" 2>/dev/null; then
     echo "Rust: none >= $UXN_RUST_MIN on PATH; installing it with rustup: $cmd"
     curl --proto '=https' --tlsv1.2 -sSf "$UXN_RUSTUP_URL" | sh -s -- -y --profile minimal || return 1

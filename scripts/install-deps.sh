@@ -1,31 +1,60 @@
 #!/usr/bin/env bash
-# Installs what building and testing upcxx-extra-nvshmem needs on Debian/Ubuntu (apt, as root or
-# through sudo), and the NVSHMEM host libraries / CUDA headers of the pip wheels into a cache
-# OUTSIDE the repo: ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}. Safe to re-run: cached
-# wheels are kept. Source it to get the environment the tests use:
+# Installs what upcxx-extra-nvshmem needs on Debian/Ubuntu (apt, as root or through sudo), and the
+# NVSHMEM host libraries / CUDA headers of the pip wheels into a cache OUTSIDE the repo:
+# ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}. Safe to re-run: cached wheels are kept.
+#
+#   UXN_DEPS=user    what building, installing and using the library needs (the quickstart): Rust,
+#                    cmake, make, g++, binutils, pkg-config, and ONE NVSHMEM for the doctor: release
+#                    UXN_NVSHMEM_DEFAULT of nvidia-nvshmem-cu${UXN_NVSHMEM_CUDA:-12}
+#                    (UXN_NVSHMEM_CUDA=13 takes the cu13 wheel: README, "Which NVSHMEM wheel").
+#   UXN_DEPS=tests   (the default; .ci/run) the above, and what the tests need: Open MPI, clang and
+#                    libclang (one Rust test), every NVSHMEM release the tests use, CUDA headers,
+#                    and, with ../shared/upcxx, the UPC++ layout and nvcc.
+#
+# Source it to get the environment the tests use:
 #   . scripts/install-deps.sh
-# exports UXN_CACHE, UXN_NVSHMEM_ROOTS, UXN_CUDA_INCLUDE, UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB.
+# exports UXN_CACHE and, for the tests, UXN_NVSHMEM_ROOTS, UXN_CUDA_INCLUDE,
+# UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/common.sh
 CACHE="$UXN_CACHE"
 NVSHMEM_VERSIONS=("${UXN_NVSHMEM_VERSIONS[@]}")
+DEPS="${UXN_DEPS:-tests}"
+case "$DEPS" in
+  user|tests) ;;
+  *) echo "UXN_DEPS=$DEPS: use user (the library) or tests (the library and its tests)" >&2
+     return 1 2>/dev/null || exit 1 ;;
+esac
+case "$UXN_NVSHMEM_CUDA" in
+  12|13) ;;
+  *) echo "UXN_NVSHMEM_CUDA=$UXN_NVSHMEM_CUDA: use 12 (nvidia-nvshmem-cu12) or 13 (nvidia-nvshmem-cu13)" >&2
+     return 1 2>/dev/null || exit 1 ;;
+esac
 
 # --- Rust first: without it nothing else is worth installing ----------------------------------
 uxn_ensure_rust || { return 1 2>/dev/null || exit 1; }
 
 # --- system packages: only what is missing, never an upgrade -------------------------------
-#   cmake, make, g++        the CMake build and the C/C++ tests (header hygiene compiles C++17)
+#   cmake, make, g++        the CMake build (and the C/C++ tests: header hygiene compiles C++17)
+#   binutils                nm/readelf/strip: the install (and the exports, soname checks)
+#   pkg-config              building programs against the install (and the pkg-config check)
+#   ca-certificates         https for pip, when missing
+#   python3-pip             only when no pip is there, for the wheels below
+# and for the tests only (UXN_DEPS=tests):
 #   openmpi-bin, libopenmpi-dev   mpiexec and mpi.h for the C tests
 #   libclang-dev, clang     bindgen in the Rust layout test only (libclang + its resource headers)
-#   pkg-config              the pkg-config smoke check
-#   binutils                nm/readelf/strip: exports, soname and install checks
-#   python3-pip             only when no pip is there, for the wheels below
-#   ca-certificates         https for pip, when missing
 # No root and no apt (a cluster login node): set UXN_NO_APT=1 (automatic without root or sudo)
 # and provide them from modules or Spack (README: "On a cluster").
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
-packages=(cmake make g++ binutils openmpi-bin libopenmpi-dev libclang-dev clang pkg-config ca-certificates)
+packages=(cmake make g++ binutils pkg-config ca-certificates)
+tools=(cmake make c++ cc nm readelf strip pkg-config python3)
+modules="cmake"
+if [ "$DEPS" = tests ]; then
+  packages+=(openmpi-bin libopenmpi-dev libclang-dev clang)
+  tools+=(mpiexec mpicc)
+  modules="cmake openmpi"
+fi
 if ! python3 -m pip --version >/dev/null 2>&1; then packages+=(python3-pip); fi
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -45,15 +74,19 @@ if [ "$can_apt" = 1 ] && [ "${#missing[@]}" -gt 0 ]; then
 elif [ "${#missing[@]}" -gt 0 ] || [ "$can_apt" = 0 ]; then
   # No apt here: check the tools themselves (they may come from modules or Spack).
   need=()
-  for t in cmake make c++ cc nm readelf strip mpiexec mpicc pkg-config python3; do
+  for t in "${tools[@]}"; do
     command -v "$t" >/dev/null 2>&1 || need+=("$t")
   done
   if [ "${#need[@]}" -gt 0 ]; then
-    echo "Missing tools: ${need[*]} (and apt cannot be used here). On a cluster: module load cmake openmpi" >&2
-    echo "(or spack install cmake openmpi pkgconf; spack load cmake openmpi pkgconf), then run this again." >&2
+    echo "Missing tools: ${need[*]} (and apt cannot be used here). On a cluster: module load $modules" >&2
+    echo "(or spack install $modules pkgconf; spack load $modules pkgconf), then run this again." >&2
     return 1 2>/dev/null || exit 1
   fi
-  echo "apt: not used (UXN_NO_APT or no root); the tools are on PATH. libclang is only needed by one Rust test."
+  if [ "$DEPS" = tests ]; then
+    echo "apt: not used (UXN_NO_APT or no root); the tools are on PATH. libclang is only needed by one Rust test."
+  else
+    echo "apt: not used (UXN_NO_APT or no root); the tools are on PATH."
+  fi
 else
   echo "apt: every package is installed already (nothing to do)"
 fi
@@ -63,18 +96,33 @@ fi
 pip_target() { # dest packages...
   local dest="$1"; shift
   rm -rf "$dest.partial"
-  python3 -m pip install --disable-pip-version-check --no-cache-dir --no-deps --quiet --target "$dest.partial" "$@"
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --disable-pip-version-check --no-cache-dir --no-deps --quiet --target "$dest.partial" "$@"
   rm -rf "$dest"
   mv "$dest.partial" "$dest"
 }
-mkdir -p "$CACHE/nvshmem"
-for v in "${NVSHMEM_VERSIONS[@]}"; do
-  if [ -e "$CACHE/nvshmem/$v/nvidia/nvshmem/lib/libnvshmem_host.so.3" ]; then
-    echo "nvidia-nvshmem-cu12 $v: cached in $CACHE/nvshmem/$v"
+# The user's NVSHMEM: one release, of the CUDA major version asked for (UXN_NVSHMEM_CUDA).
+nvshmem_wheel() { # version cuda-major
+  local root dest
+  root="$(uxn_nvshmem_root "$1" "$2")"
+  dest="${root%/nvidia/nvshmem}"
+  if [ -e "$root/lib/libnvshmem_host.so.3" ]; then
+    echo "nvidia-nvshmem-cu$2 $1: cached in $dest"
   else
-    echo "nvidia-nvshmem-cu12 $v: installing into $CACHE/nvshmem/$v"
-    pip_target "$CACHE/nvshmem/$v" "nvidia-nvshmem-cu12==$v"
+    echo "nvidia-nvshmem-cu$2 $1: installing into $dest"
+    mkdir -p "$(dirname "$dest")"
+    pip_target "$dest" "nvidia-nvshmem-cu$2==$1"
   fi
+}
+nvshmem_wheel "$UXN_NVSHMEM_DEFAULT" "$UXN_NVSHMEM_CUDA"
+export UXN_CACHE="$CACHE"
+if [ "$DEPS" = user ]; then
+  return 0 2>/dev/null || exit 0
+fi
+
+# --- the tests from here on: every cu12 release they run against, CUDA headers -----------------
+for v in "${NVSHMEM_VERSIONS[@]}"; do
+  [ "$UXN_NVSHMEM_CUDA" = 12 ] && [ "$v" = "$UXN_NVSHMEM_DEFAULT" ] && continue   # installed above
+  nvshmem_wheel "$v" 12
 done
 if [ -e "$CACHE/cuda/nvidia/cuda_runtime/include/cuda_runtime.h" ] && [ -d "$CACHE/cuda/nvidia/cuda_cccl/include" ]; then
   echo "CUDA headers: cached in $CACHE/cuda"
@@ -109,5 +157,4 @@ UXN_NVSHMEM_ROOTS="$(IFS=:; echo "${roots[*]}")"
 export UXN_NVSHMEM_ROOTS
 export UXN_CUDA_INCLUDE="$CACHE/cuda/nvidia/cuda_runtime/include:$CACHE/cuda/nvidia/cuda_cccl/include"
 export UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB="$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3"
-export UXN_CACHE="$CACHE"
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Every test of upcxx-extra-nvshmem, no GPU needed:
-#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests; the loom model (loom/)
+# Every test of upcxx-extra-nvshmem, no GPU needed. It installs nothing: first
+# `bash scripts/install-deps.sh` (what .ci/run does); without Rust it stops at once with the command.
+#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests; the loom model (loom/);
+#      the installers (re-run, without Rust, the users' part)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -28,6 +30,17 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 . scripts/common.sh
+# Without Rust every step would fail: stop now, with the command that installs it.
+if ! uxn_have_rust; then
+  cat >&2 <<EOF
+test-all.sh: Rust >= $UXN_RUST_MIN is needed (cargo builds and tests the library), and none is on PATH.
+Install it, then run this again:
+    $(uxn_rust_install_cmd)
+(or: bash scripts/install-deps.sh, which installs it and the tests' other dependencies)
+Nothing was run.
+EOF
+  exit 1
+fi
 CACHE="$UXN_CACHE"
 if [ -z "${UXN_NVSHMEM_ROOTS:-}" ]; then
   roots=()
@@ -67,6 +80,10 @@ echo "   UXN_NVSHMEM_ROOTS=$UXN_NVSHMEM_ROOTS"
 echo "   UXN_CUDA_INCLUDE=$UXN_CUDA_INCLUDE"
 echo "   UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB=$UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB"
 echo "   CARGO_TARGET_DIR=$CARGO_TARGET_DIR"
+# The quickstart installs only what a user needs; the tests' dependencies come from install-deps.sh.
+if ! command -v mpiexec >/dev/null 2>&1 || [ -z "$UXN_NVSHMEM_ROOTS" ]; then
+  echo "   note: no mpiexec or no NVSHMEM release in $CACHE: bash scripts/install-deps.sh installs what the tests need"
+fi
 
 failed=()
 passed=()
@@ -127,8 +144,30 @@ installer_without_rust() {
   [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
     echo "$out" | grep -q "Nothing else was installed" && ! echo "$out" | grep -q "^apt:\|nvidia-nvshmem"
 }
+# test-all.sh itself without Rust: stops at once with the command, runs no step.
+test_all_without_rust() {
+  local p="" d out rc
+  IFS=: read -ra _dirs <<<"$PATH"
+  for d in "${_dirs[@]}"; do [ -x "$d/cargo" ] || p="${p:+$p:}$d"; done
+  if PATH="$p" command -v cargo >/dev/null 2>&1; then echo "SKIPPED: cannot hide cargo here"; return 0; fi
+  mkdir -p "$WORK/no-rust-home"
+  out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash scripts/test-all.sh 2>&1)"; rc=$?
+  echo "$out" | sed 's/^/   /'
+  [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
+    echo "$out" | grep -q "Nothing was run" && ! echo "$out" | grep -q "^== \|FAILED\|command not found"
+}
+# The users' installer (the quickstart's): one NVSHMEM, nothing that only the tests need.
+installer_user() {
+  local out
+  out="$(UXN_DEPS=user bash scripts/install-deps.sh 2>&1)" || { echo "$out"; return 1; }
+  echo "$out" | sed 's/^/   /'
+  [ "$(echo "$out" | grep -c "^nvidia-nvshmem-cu")" = 1 ] || { echo "not exactly one NVSHMEM"; return 1; }
+  ! echo "$out" | grep -q "CUDA headers\|UPC++\|nvcc" || { echo "test-only dependencies in the users' install"; return 1; }
+}
 step "installer re-run: no apt, seconds" installer_rerun || true
 step "installer without Rust: stops first with the command" installer_without_rust || true
+step "test-all.sh without Rust: stops at once with the command" test_all_without_rust || true
+step "installer for users (UXN_DEPS=user): one NVSHMEM, no test-only dependencies" installer_user || true
 
 # 2. CMake build and install.
 cmake_install() {

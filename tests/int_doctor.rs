@@ -1,7 +1,8 @@
 //! The doctor against each pip-installed NVSHMEM release (supported), a stripped copy of one
 //! (degraded: only the public route is left), a shared library that is not NVSHMEM and a file
-//! that is not a library (unsupported); its exit statuses (0/1/2, 64 usage, 66 no input); and the
-//! in-job report after a manual attach. Golden checks on JSON fields and message fragments, not
+//! that is not a library (unsupported); its exit statuses (0/1/2, 64 usage, 66 no input); the
+//! search without PATH (the environment, then the install cache); and the in-job report after a
+//! manual attach. Golden checks on JSON fields and message fragments, not
 //! on whole text.
 
 mod common;
@@ -211,10 +212,11 @@ fn empty_directory_is_no_input() {
 
 #[test]
 fn nothing_found_is_unsupported_and_says_so() {
-    // No NVSHMEM_HOME, an empty LD_LIBRARY_PATH, and a PATH without python3 or ldconfig: only the
-    // system library directories are left, which hold no NVSHMEM on a normal host.
+    // No NVSHMEM_HOME, an empty LD_LIBRARY_PATH, a PATH without python3 or ldconfig and an empty
+    // install cache: only the system library directories are left, which hold no NVSHMEM on a
+    // normal host.
     let empty = scratch("nopath");
-    let env = [("LD_LIBRARY_PATH", ""), ("PATH", empty.to_str().unwrap())];
+    let env = [("LD_LIBRARY_PATH", ""), ("PATH", empty.to_str().unwrap()), ("UXN_CACHE", empty.to_str().unwrap())];
     let (code, out, err) = doctor_raw(&[], &env, &["NVSHMEM_HOME"]);
     let (jcode, jout, _) = doctor_raw(&["--json"], &env, &["NVSHMEM_HOME"]);
     let j: Value = serde_json::from_str(&jout).unwrap_or_else(|e| panic!("no JSON ({e}): {jout}"));
@@ -233,6 +235,80 @@ fn nothing_found_is_unsupported_and_says_so() {
     assert_eq!(j["library"]["found_by"], Value::Null);
     assert!(j["reason"].as_str().unwrap().starts_with("no NVSHMEM host library found; searched: "), "{j:#}");
     assert!(!j["library"]["searched"].as_array().unwrap().is_empty(), "{j:#}");
+    let cache_entry = format!("{} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)", empty.display());
+    assert_eq!(j["library"]["searched"].as_array().unwrap().last().unwrap(), cache_entry.as_str(), "{j:#}");
+}
+
+/// `cache/<sub>/<release>/nvidia/nvshmem/lib` as a link to a real NVSHMEM's `lib`.
+fn cache_entry(cache: &Path, sub: &str, release: &str, real_lib: &Path) -> PathBuf {
+    let root = cache.join(sub).join(release).join("nvidia/nvshmem");
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(real_lib, root.join("lib")).unwrap();
+    root.join("lib/libnvshmem_host.so.3")
+}
+
+#[test]
+fn search_finds_the_install_cache_last() {
+    // What the quickstart leaves: NVSHMEM in the install cache, nothing in the environment. The
+    // doctor without PATH finds it there ($UXN_CACHE, else ~/.cache/upcxx-extra-nvshmem), the
+    // newest release first, and only after everything a job would load.
+    let Some(real) = common::nvshmem_roots().into_iter().next() else { return };
+    let real_lib = real.join("lib");
+    let cache = scratch("cache");
+    let no_tools = scratch("cache-path");
+    cache_entry(&cache, "nvshmem", "3.1.7", &real_lib);
+    cache_entry(&cache, "nvshmem", "3.8.0", &real_lib);
+    let newest = cache_entry(&cache, "nvshmem", "3.10.0", &real_lib); // 3.10 > 3.8: numbers, not text
+    let newest_cu13 = cache_entry(&cache, "nvshmem-cu13", "3.10.0", &real_lib);
+    cache_entry(&cache, "nvshmem", "9.9.9.partial", &real_lib); // an install in progress: skipped
+    let env = |extra: &[(&'static str, String)]| {
+        let mut v = vec![("LD_LIBRARY_PATH", String::new()), ("PATH", no_tools.display().to_string())];
+        v.extend_from_slice(extra);
+        v
+    };
+    let run = |env: &[(&'static str, String)], unset: &[&str]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (code, out, err) = doctor_raw(&["--json"], &env, unset);
+        let j: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}\n{err}"));
+        (code, j)
+    };
+    let c = cache.display().to_string();
+
+    let (code, j) = run(&env(&[("UXN_CACHE", c.clone())]), &["NVSHMEM_HOME", "UXN_NVSHMEM_CUDA"]);
+    if j["library"]["found_by"] == "system library directory" {
+        eprintln!("SKIPPED: this host has a system NVSHMEM ({}), which a job loads first", j["library"]["path"]);
+        std::fs::remove_dir_all(&cache).ok();
+        return;
+    }
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["verdict"], "supported");
+    assert_eq!(j["library"]["path"], newest.display().to_string(), "{j:#}");
+    assert_eq!(j["library"]["found_by"], "install cache of scripts/install-deps.sh; a job loads it only through NVSHMEM_HOME or LD_LIBRARY_PATH");
+    let searched: Vec<&str> = j["library"]["searched"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(searched.last().copied(), Some(format!("{c} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)").as_str()));
+    assert!(searched.iter().position(|s| *s == "/usr/lib").unwrap() < searched.len() - 1, "{searched:?}");
+
+    // The same release in both wheels: the CUDA major version asked for wins.
+    let (code, j) = run(&env(&[("UXN_CACHE", c.clone()), ("UXN_NVSHMEM_CUDA", "13".into())]), &["NVSHMEM_HOME"]);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["library"]["path"], newest_cu13.display().to_string(), "{j:#}");
+
+    // Without UXN_CACHE: ~/.cache/upcxx-extra-nvshmem.
+    let home = scratch("cache-home");
+    let in_home = cache_entry(&home.join(".cache/upcxx-extra-nvshmem"), "nvshmem", "3.4.5", &real_lib);
+    let (code, j) = run(&env(&[("HOME", home.display().to_string())]), &["NVSHMEM_HOME", "UXN_CACHE"]);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["library"]["path"], in_home.display().to_string(), "{j:#}");
+
+    // What a job would load comes first: NVSHMEM_HOME, then LD_LIBRARY_PATH.
+    let (_, j) = run(&env(&[("UXN_CACHE", c.clone()), ("NVSHMEM_HOME", real.display().to_string())]), &[]);
+    assert_eq!(j["library"]["found_by"], "NVSHMEM_HOME", "{j:#}");
+    let (_, j) = run(&[("UXN_CACHE", c.clone()), ("LD_LIBRARY_PATH", real_lib.display().to_string()), ("PATH", no_tools.display().to_string())], &["NVSHMEM_HOME"]);
+    assert_eq!(j["library"]["found_by"], "LD_LIBRARY_PATH", "{j:#}");
+
+    for d in [&cache, &no_tools, &home] {
+        std::fs::remove_dir_all(d).ok();
+    }
 }
 
 /// The in-job report after a manual attach, in this process (NVSHMEM is never loaded here). All

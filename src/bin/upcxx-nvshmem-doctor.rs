@@ -5,7 +5,7 @@
 //!
 //! PATH is the host library file or an NVSHMEM root directory (its lib/ or lib64/ holds
 //! libnvshmem_host.so.3 or libnvshmem_host.so). Without PATH the library is searched the way a
-//! job finds it.
+//! job finds it, then in the cache that `scripts/install-deps.sh` (the quickstart) fills.
 //!
 //! Exit status (sysexits for the errors):
 //! - 0 supported;
@@ -27,8 +27,10 @@ PATH is libnvshmem_host.so.3 (or any NVSHMEM host library file), or an NVSHMEM r
 then the first of lib/libnvshmem_host.so.3, lib/libnvshmem_host.so, lib64/libnvshmem_host.so.3,
 lib64/libnvshmem_host.so under it is used.
 Without PATH the library is searched the way a job finds it: $NVSHMEM_HOME/lib and lib64,
-$LD_LIBRARY_PATH, the pip packages nvidia-nvshmem-cu12/-cu13 of the python3 on PATH, then the
-system linker paths; when none is found the report lists what was searched (exit 2).
+$LD_LIBRARY_PATH, the pip packages nvidia-nvshmem-cu12/-cu13 of the python3 on PATH, the system
+linker paths; then in the install cache of upcxx-extra-nvshmem's scripts ($UXN_CACHE, else
+~/.cache/upcxx-extra-nvshmem: the newest release there). When none is found the report lists
+what was searched (exit 2).
 
   --json          print the report as JSON
   -h, --help      print this help
@@ -109,7 +111,43 @@ for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
             return (Some((p, "system library directory".into())), searched);
         }
     }
+    // Last, where the quickstart put NVSHMEM: a job never looks there by itself, so this comes
+    // after everything a job would load.
+    if let Some(cache) = install_cache() {
+        searched.push(format!("{} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)", cache.display()));
+        if let Some(p) = cached_releases(&cache).into_iter().find_map(|lib| in_dir(&lib)) {
+            let how = "install cache of scripts/install-deps.sh; a job loads it only through NVSHMEM_HOME or LD_LIBRARY_PATH";
+            return (Some((p, how.into())), searched);
+        }
+    }
     (None, searched)
+}
+
+/// The cache `scripts/install-deps.sh` fills: `$UXN_CACHE`, else `~/.cache/upcxx-extra-nvshmem`.
+fn install_cache() -> Option<PathBuf> {
+    let nonempty = |k| std::env::var_os(k).filter(|v| !v.is_empty());
+    nonempty("UXN_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| nonempty("HOME").map(|h| Path::new(&h).join(".cache/upcxx-extra-nvshmem")))
+}
+
+/// The `lib` directories of the NVSHMEM wheels in the install cache (`nvshmem/<release>` holds the
+/// cu12 wheels, `nvshmem-cu13/<release>` the cu13 ones), the newest release first; for the same
+/// release, the CUDA major version of `UXN_NVSHMEM_CUDA` (default 12) first. Directories whose
+/// name is not a release number (an install in progress, `3.4.5.partial`) are skipped.
+fn cached_releases(cache: &Path) -> Vec<PathBuf> {
+    let preferred = std::env::var("UXN_NVSHMEM_CUDA").unwrap_or_else(|_| "12".into());
+    let mut found: Vec<(Vec<u64>, bool, PathBuf)> = Vec::new();
+    for (sub, cuda) in [("nvshmem", "12"), ("nvshmem-cu13", "13")] {
+        let Ok(entries) = std::fs::read_dir(cache.join(sub)) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(release) = name.split('.').map(str::parse::<u64>).collect::<Result<Vec<u64>, _>>() else { continue };
+            found.push((release, cuda == preferred, e.path().join("nvidia/nvshmem/lib")));
+        }
+    }
+    found.sort_by(|a, b| (&b.0, b.1).cmp(&(&a.0, a.1)));
+    found.into_iter().map(|(_, _, lib)| lib).collect()
 }
 
 /// The library file under an NVSHMEM root directory, in the order tried.
