@@ -51,6 +51,7 @@
 #include "upcxx_extra_nvshmem.h"
 #include "upcxx_extra/nvshmem/collective.hpp"
 #include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra/nvshmem/init.hpp"
 
 #define UPCXX_EXTRA_NVSHMEM_STR2_(x) #x
 #define UPCXX_EXTRA_NVSHMEM_STR_(x) UPCXX_EXTRA_NVSHMEM_STR2_(x)
