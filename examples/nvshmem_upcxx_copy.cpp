@@ -4,13 +4,28 @@
 // upcxx::copy reads the next PE's copy of that symmetric object (through to_global_ptr) into
 // another symmetric array, and writes into the next PE's object for NVSHMEM (nvshmem_int_get)
 // to read back. Every PE checks every element; from_global_ptr round-trips every pointer used.
+// NVSHMEM is initialised by upcxx::extra::nvshmem_init() (one GPU per rank, the unique-id
+// bootstrap broadcast by UPC++: no MPI) and finalised by upcxx::extra::nvshmem_finalize().
 //
-// Launch with UPC++ (smp conduit; NVSHMEM is bootstrapped with a unique id that UPC++ broadcasts):
-//   UPCXX_SHARED_HEAP_SIZE=1GB upcxx-run -n 2 ./nvshmem_upcxx_copy [elements]
-// Build: see docs/gpu-results.md (upcxx-meta flags + NVSHMEM include/lib + this library).
+// A host-only program (no kernels): any C++17 compiler, no nvcc, no NVSHMEM device library.
+// Build with CMake (upcxx-extra-nvshmem installed in $PREFIX, UPC++ in $UPCXX_INSTALL, NVSHMEM in
+// $NVSHMEM_HOME: an install or the nvidia/nvshmem folder of the pip wheel):
+//   find_package(UpcxxExtraNvshmem CONFIG REQUIRED COMPONENTS cxx nvshmem)
+//   add_executable(nvshmem_upcxx_copy nvshmem_upcxx_copy.cpp)
+//   target_link_libraries(nvshmem_upcxx_copy PRIVATE UpcxxExtraNvshmem::upcxx_extra_nvshmem_cxx
+//                                                    UpcxxExtraNvshmem::nvshmem)
+//   cmake -S . -B build -DCMAKE_PREFIX_PATH=$PREFIX -DUPCXX_INSTALL=$UPCXX_INSTALL -DNVSHMEM_HOME=$NVSHMEM_HOME
+// or with the upcxx wrapper, one command ($CUDA_HOME/include/cccl holds the CCCL headers that
+// nvshmem.h includes with CUDA 13):
+//   $UPCXX_INSTALL/bin/upcxx -O2 -std=c++17 nvshmem_upcxx_copy.cpp -o nvshmem_upcxx_copy
+//     -I$PREFIX/include -I$NVSHMEM_HOME/include -I$CUDA_HOME/include -I$CUDA_HOME/include/cccl
+//     -L$PREFIX/lib -lupcxx_extra_nvshmem -L$NVSHMEM_HOME/lib -l:libnvshmem_host.so.3
+//     -Wl,-rpath,$PREFIX/lib -Wl,-rpath,$NVSHMEM_HOME/lib -ldl
+// Run (smp conduit, one GPU per rank):
+//   UPCXX_SHARED_HEAP_SIZE=1GB $UPCXX_INSTALL/bin/upcxx-run -n 2 ./nvshmem_upcxx_copy [elements]
+// README.md, "Your first UPC++ + NVSHMEM program", says the same step by step.
 #include <cuda_runtime.h>
 #include <nvshmem.h>
-#include <nvshmemx.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -40,18 +55,16 @@ static long count_wrong(const int *dev, size_t n, int from_pe) {
 
 int main(int argc, char **argv) {
     upcxx::init();
-    const int me = upcxx::rank_me(), n = upcxx::rank_n();
-    int ndev = 0;
-    CUDA_OK(cudaGetDeviceCount(&ndev));
-    CUDA_OK(cudaSetDevice(me % ndev));
-
-    // NVSHMEM, bootstrapped by a unique id that UPC++ broadcasts.
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (me == 0) nvshmemx_get_uniqueid(&id);
-    id = upcxx::broadcast(id, 0).wait();
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(me, n, &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
+    const int me = upcxx::rank_me();
+    // Collective: this rank's GPU (local rank modulo the visible devices), NVSHMEM bootstrapped
+    // with a unique id that UPC++ broadcasts. Throws on every rank together when any rank fails.
+    try {
+        upcxx::extra::nvshmem_init();
+    } catch (const upcxx::extra::nvshmem_error &e) {
+        std::fprintf(stderr, "rank %d: %s\n", me, e.what());
+        upcxx::finalize();
+        return 2;
+    }
     const int pe = nvshmem_my_pe(), npes = nvshmem_n_pes();
     const int next = (pe + 1) % npes, prev = (pe - 1 + npes) % npes;
 
@@ -119,12 +132,12 @@ int main(int argc, char **argv) {
     if (me == 0) std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 4 checks x %d PEs)\n",
                              total ? "FAIL" : "PASS", total, N, npes);
 
-    heap.destroy();  // before nvshmem_finalize
+    heap.destroy();  // 1. the heap
     nvshmem_free(d);
     nvshmem_free(c);
     nvshmem_free(b);
     nvshmem_free(a);
-    nvshmem_finalize();
-    upcxx::finalize();
+    upcxx::extra::nvshmem_finalize();  // 2. NVSHMEM (refused while a heap is active)
+    upcxx::finalize();                 // 3. UPC++
     return total ? 1 : 0;
 }

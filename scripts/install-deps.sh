@@ -135,7 +135,8 @@ fi
 # Real UPC++ 2020.10.0 and 2023.9.0 (CUDA-enabled, smp) come from ../shared/upcxx when this
 # checkout has it (never from the repo): setup.sh lays them out in $CACHE/upcxx, with a CUDA home
 # (headers, cudart, a link-only libcuda stub) when there is no toolkit. nvcc for linking the GPU
-# programs (device link of libnvshmem_device.a) comes from the nvidia-cuda-nvcc wheel.
+# programs (device link of libnvshmem_device.a) comes from the nvidia-cuda-nvcc wheel, and cicc
+# (nvcc's compiler of device code) from the nvidia-nvvm wheel of the same release.
 SHARED_UPCXX="${UXN_SHARED_UPCXX:-$PWD/../shared/upcxx}"
 if [ -x "$SHARED_UPCXX/setup.sh" ]; then
   echo "UPC++: laying out the releases of $SHARED_UPCXX in $CACHE/upcxx"
@@ -145,6 +146,13 @@ if [ -x "$SHARED_UPCXX/setup.sh" ]; then
   else
     echo "nvcc (nvidia-cuda-nvcc wheel): installing into $CACHE/nvcc"
     pip_target "$CACHE/nvcc" "nvidia-cuda-nvcc==13.0.88"
+  fi
+  # cicc, with which that nvcc compiles CUDA code too (the test of a program with its own kernel)
+  if [ -x "$CACHE/nvvm/nvidia/cu13/nvvm/bin/cicc" ]; then
+    echo "nvvm (nvidia-nvvm wheel): cached in $CACHE/nvvm"
+  else
+    echo "nvvm (nvidia-nvvm wheel): installing into $CACHE/nvvm"
+    pip_target "$CACHE/nvvm" "nvidia-nvvm==13.0.88"
   fi
   export UXN_UPCXX_ROOT="$CACHE/upcxx"
 else

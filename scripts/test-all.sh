@@ -11,6 +11,9 @@
 #      ../shared/upcxx/setup.sh in $UXN_UPCXX_ROOT: header alone (-Wall -Wextra -Werror), the CPU
 #      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
 #      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
+#   7. README's first program (its marked blocks, built with CMake and with the upcxx wrapper) and
+#      tests/consumer (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without
+#      a GPU, they must fail together; skipped, visibly, when there is no UPC++
 #
 # Environment (all optional; defaults from the cache that .ci/run fills):
 #   UXN_CACHE                ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}
@@ -268,6 +271,83 @@ if [ "$installed" = 1 ]; then
     echo
     echo "== C++ layer: SKIPPED: no UPC++ in $UPCXX_ROOT (../shared/upcxx absent: see scripts/install-deps.sh)"
     skipped+=("C++ layer against UPC++ (no ../shared/upcxx)")
+  fi
+
+  # 7. README's first program and a consumer of the source tree, against real UPC++, no GPU.
+  # The README's blocks marked <!-- test: NAME --> are extracted (scripts/readme-blocks.py), built
+  # as the README says (CMake, then the upcxx wrapper) and run on 2 ranks; tests/consumer is built
+  # with FetchContent and with add_subdirectory (the example, and a program with its own NVSHMEM
+  # kernel when nvcc can compile: nvcc on PATH, or the nvcc + nvvm wheels). Without a GPU every
+  # run must fail together: exit status non-zero, no timeout (a rank left waiting), no abort, and
+  # every rank printing rank 0's nvshmem_init error.
+  fail_together() { # log rc ranks what
+    local log="$1" rc="$2" n="$3" what="$4" m0 line r
+    sed 's/^/   | /' "$log"
+    [ "$rc" -ne 124 ] || { echo "$what: timed out: a rank was left waiting"; return 1; }
+    [ "$rc" -ne 0 ] || { echo "$what: exit status 0 without a GPU"; return 1; }
+    ! grep -qi "abort\|terminate called\|core dumped" "$log" || { echo "$what: aborted"; return 1; }
+    m0="$(sed -n 's/^rank 0: \(nvshmem_init: .*\)$/\1/p' "$log" | head -1)"
+    [ -n "$m0" ] || { echo "$what: rank 0 printed no nvshmem_init error"; return 1; }
+    for ((r = 1; r < n; r++)); do
+      line="$(sed -n "s/^rank $r: \(nvshmem_init: .*\)$/\1/p" "$log" | head -1)"
+      [ "$line" = "$m0" ] || [[ "$line" == *": $m0" ]] || { echo "$what: rank $r printed '$line', not rank 0's error"; return 1; }
+    done
+    echo "$what: every rank failed with rank 0's error (exit $rc)"
+  }
+  readme_first() { # release
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/readme-$1" cuda="$UPCXX_ROOT/cuda-home" how rc
+    local newest="${UXN_NVSHMEM_ROOTS##*:}"
+    [ -x "$u/bin/upcxx-meta" ] && [ -n "$newest" ] || { echo "no UPC++ $1 or no NVSHMEM"; return 1; }
+    rm -rf "$dir"
+    python3 scripts/readme-blocks.py README.md "$dir" || return 1
+    local envs=(PREFIX="$MOVED" UPCXX_INSTALL="$u" NVSHMEM_HOME="$newest" CUDA_HOME="$cuda")
+    for how in cmake upcxx; do
+      (cd "$dir/first" && env "${envs[@]}" bash -ex "build-$how.sh") || { echo "README first program: build ($how) failed"; return 1; }
+      rc=0
+      (cd "$dir/first" && env "${envs[@]}" LD_LIBRARY_PATH="$cuda/lib64/stubs" timeout 120 bash "run-$how.sh") \
+        > "$dir/run-$how.log" 2>&1 || rc=$?
+      fail_together "$dir/run-$how.log" "$rc" 2 "README first program ($how, UPC++ $1)" || return 1
+    done
+  }
+  consumer() { # FetchContent|add_subdirectory release
+    local u="$UPCXX_ROOT/upcxx-$2" dir="$WORK/consumer-$1" cuda="$UPCXX_ROOT/cuda-home" dev=() rc nvcc=""
+    local newest="${UXN_NVSHMEM_ROOTS##*:}"
+    if command -v nvcc >/dev/null 2>&1; then
+      nvcc="$(command -v nvcc)"
+    elif [ -x "$CACHE/nvvm/nvidia/cu13/nvvm/bin/cicc" ] && [ -x "$CACHE/nvcc/nvidia/cu13/bin/nvcc" ] &&
+         bash scripts/cuda-toolkit-from-wheels.sh "$WORK/cuda-toolkit-$1" "$CACHE/nvcc/nvidia/cu13" "$CACHE/nvvm/nvidia/cu13" "$cuda"; then
+      nvcc="$WORK/cuda-toolkit-$1/bin/nvcc"
+    fi
+    if [ -n "$nvcc" ]; then
+      dev=(-DUXN_CONSUMER_DEVICE=ON -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
+    else
+      echo "no nvcc that compiles (nvcc on PATH, or the nvidia-nvvm wheel): the kernel program is not built"
+      skipped+=("consumer ($1): the program with its own NVSHMEM kernel (no nvcc that compiles)")
+    fi
+    rm -rf "$dir"
+    cmake -S "$ROOT/tests/consumer" -B "$dir" -DUXN_CONSUMER_HOW="$1" -DUPCXX_INSTALL="$u" -DNVSHMEM_HOME="$newest" \
+      -DUXN_CARGO_TARGET_DIR="$CARGO_TARGET_DIR" "${dev[@]}" && cmake --build "$dir" -j "$JOBS" || return 1
+    rc=0
+    LD_LIBRARY_PATH="$cuda/lib64/stubs" timeout 120 "$u/bin/upcxx-run" -n 2 "$dir/nvshmem_upcxx_copy" > "$dir/example.log" 2>&1 || rc=$?
+    fail_together "$dir/example.log" "$rc" 2 "example via $1 (UPC++ $2)" || return 1
+    if [ -n "$nvcc" ]; then
+      rc=0
+      LD_LIBRARY_PATH="$cuda/lib64/stubs" timeout 120 "$u/bin/upcxx-run" -n 2 "$dir/ring_kernel" > "$dir/ring.log" 2>&1 || rc=$?
+      fail_together "$dir/ring.log" "$rc" 2 "kernel program via $1 (UPC++ $2)" || return 1
+      [ "$(grep -c "NVSHMEM's device library registered" "$dir/ring.log")" -eq 2 ] ||
+        { echo "the kernel program did not register NVSHMEM's device library on both ranks"; return 1; }
+    fi
+  }
+  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1 && [ -n "$UXN_NVSHMEM_ROOTS" ]; then
+    for rel in 2020.10.0 2023.9.0; do
+      step "README: first program, UPC++ $rel (CMake, upcxx wrapper; 2 ranks fail together)" readme_first "$rel" || true
+    done
+    step "consumer: FetchContent, UPC++ 2023.9.0 (example + kernel program; fail together)" consumer FetchContent 2023.9.0 || true
+    step "consumer: add_subdirectory, UPC++ 2020.10.0 (example + kernel program; fail together)" consumer add_subdirectory 2020.10.0 || true
+  else
+    echo
+    echo "== README first program and consumer: SKIPPED: no UPC++ in $UPCXX_ROOT or no NVSHMEM"
+    skipped+=("README first program and consumer (no UPC++ or no NVSHMEM)")
   fi
 fi
 

@@ -9,7 +9,7 @@
 // library owns the heap's state and does every translation; this header converts types and
 // errors and runs the collectives.
 //
-//   upcxx::init(); nvshmem init ...;
+//   upcxx::init(); upcxx::extra::nvshmem_init();         // collective: GPU choice, NVSHMEM bootstrap
 //   upcxx::extra::nvshmem_heap heap;                      // collective over upcxx::world()
 //   int *a = (int *)nvshmem_malloc(n * sizeof(int));      // collective, NVSHMEM as usual
 //   heap.update();                                        // collective: covers what NVSHMEM mapped since
@@ -17,6 +17,7 @@
 //   heap.copy(gp, heap.to_global_ptr(a), n).wait();       // takes whatever upcxx::copy takes
 //   auto back = heap.from_global_ptr(gp);                 // {a, pe}: ready for nvshmem_put
 //   heap.destroy();                                       // collective, before nvshmem_finalize
+//   upcxx::extra::nvshmem_finalize(); upcxx::finalize();
 //
 // The parts, under upcxx_extra/nvshmem/:
 //   error.hpp        nvshmem_error: the C status, errc() for conditions of the C++ layer alone
@@ -25,6 +26,8 @@
 //                    upcxx::copy's completion machinery)
 //   copy_engine.hpp  the fast copies: stream, events, completion on the initiating persona
 //   heap.hpp         nvshmem_heap
+//   init.hpp         nvshmem_init() / nvshmem_finalize(): NVSHMEM bootstrapped by UPC++
+//   device_library.hpp  (include it in one source of a program with its own NVSHMEM kernels)
 //
 // Supported UPC++ releases (docs/compatibility.md): 2020.10.0 and later, built with CUDA.
 #ifndef UPCXX_EXTRA_NVSHMEM_HPP
@@ -35,5 +38,6 @@
 #include "upcxx_extra/nvshmem/backend.hpp"
 #include "upcxx_extra/nvshmem/copy_engine.hpp"
 #include "upcxx_extra/nvshmem/heap.hpp"
+#include "upcxx_extra/nvshmem/init.hpp"
 
 #endif  // UPCXX_EXTRA_NVSHMEM_HPP

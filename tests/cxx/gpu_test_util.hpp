@@ -13,6 +13,10 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+// These programs link NVSHMEM's device library (tests/cxx/build-upcxx-program.sh: nvcc -rdc) and
+// end with NVSHMEM's own nvshmem_finalize(): nvshmem_init() initialises NVSHMEM through the device
+// library, which that nvshmem_finalize() matches.
+#include "upcxx_extra/nvshmem/device_library.hpp"
 
 // NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
 using heap_error = upcxx::extra::nvshmem_error;
@@ -42,16 +46,9 @@ static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, 
     }
 }
 
-// NVSHMEM on upcxx::world(), bootstrapped by a unique id that UPC++ broadcasts (after
-// upcxx::init() and cudaSetDevice: the smp conduit forks the ranks in upcxx::init()).
-static void nvshmem_init_from_upcxx() {
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (upcxx::rank_me() == 0) nvshmemx_get_uniqueid(&id);
-    id = upcxx::broadcast(id, 0).wait();
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(upcxx::rank_me(), upcxx::rank_n(), &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
-}
+// NVSHMEM on upcxx::world() (after upcxx::init() and cudaSetDevice: the smp conduit forks the ranks
+// in upcxx::init()): upcxx::extra::nvshmem_init() on the device the caller made current.
+static void nvshmem_init_from_upcxx() { upcxx::extra::nvshmem_init(); }
 
 // A byte pattern per (PE, salt), written to device memory and counted back.
 static unsigned char pattern(int pe, size_t i, int salt) {

@@ -1,0 +1,419 @@
+// upcxx-extra-nvshmem: NVSHMEM initialised and finalised on upcxx::world(). Part of
+// <upcxx_extra/nvshmem.hpp>.
+// SPDX-License-Identifier: BSD-3-Clause
+//
+//   upcxx::init();
+//   upcxx::extra::nvshmem_init();        // collective: this rank's GPU, NVSHMEM bootstrapped by UPC++
+//   ... nvshmem_malloc, upcxx::extra::nvshmem_heap, heap.copy ...
+//   heap.destroy();                      // 1. the heap
+//   upcxx::extra::nvshmem_finalize();    // 2. NVSHMEM (refused while a heap is active)
+//   upcxx::finalize();                   // 3. UPC++
+//
+// How this reaches NVSHMEM: through NVSHMEM's host library (libnvshmem_host.so.3), its functions
+// looked up with dlsym at run time (nvshmemx_hostlib_init_attr, nvshmemx_get_uniqueid, ...), the
+// way NVSHMEM's own Python bindings do. So this header includes none of NVSHMEM's headers (they
+// need CCCL), a program that never calls NVSHMEM itself needs no NVSHMEM at build time, and a
+// missing NVSHMEM is an exception on every rank instead of a loader error. The structures passed
+// (the unique id and the init attributes) are NVSHMEM 3.x's fixed-size, versioned ABI structures,
+// in their version-1 layout, which every 3.x host library accepts.
+//
+// NVSHMEM's device library (libnvshmem_device.a, linked with nvcc -rdc=true by programs with their
+// own NVSHMEM kernels) keeps the state its device functions read; it is initialised only when
+// NVSHMEM is initialised through it. A program with such kernels includes
+// <upcxx_extra/nvshmem/device_library.hpp> in one of its sources (CMake's
+// upcxx_extra_nvshmem_add_device_code() does it); nvshmem_init() then goes through the device
+// library, as nvshmemx_init_attr() does.
+#ifndef UPCXX_EXTRA_NVSHMEM_INIT_HPP
+#define UPCXX_EXTRA_NVSHMEM_INIT_HPP
+
+#include <upcxx/upcxx.hpp>
+
+#include <dlfcn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda.h>              // cuCtxGetCurrent: has the caller chosen a device (UPC++ with CUDA links libcuda)
+#include <cuda_runtime_api.h>  // device selection (UPC++ built with CUDA links cudart)
+
+#include "upcxx_extra_nvshmem.h"
+#include "upcxx_extra/nvshmem/collective.hpp"
+#include "upcxx_extra/nvshmem/device_hooks.hpp"
+#include "upcxx_extra/nvshmem/error.hpp"
+
+namespace upcxx {
+namespace extra {
+
+/// Options of nvshmem_init(). The defaults serve a job with one GPU per rank.
+struct nvshmem_init_options {
+    /// This rank's CUDA device (a CUDA runtime device index). -1 (default): the device the caller
+    /// chose already, i.e. the device of the CUDA context current on the calling thread (CUDA 12
+    /// and later make it current in cudaSetDevice; before, in the first CUDA call after it); when
+    /// none is current, upcxx::local_team().rank_me() modulo the number of visible devices.
+    int device = -1;
+    /// NVSHMEM's symmetric heap size in bytes, set as NVSHMEM_SYMMETRIC_SIZE for NVSHMEM's
+    /// initialisation (it overrides the environment's). 0 (default): the environment's
+    /// NVSHMEM_SYMMETRIC_SIZE, else NVSHMEM's default. Must be the same on every rank.
+    std::size_t heap_size = 0;
+};
+
+namespace detail {
+
+// NVSHMEM 3.x's ABI structures in their version-1 layout (bootstrap_device_host/nvshmem_uniqueid.h,
+// device_host/nvshmem_types.h: nvshmemx_uniqueid_v1, nvshmemx_uniqueid_args_v1,
+// nvshmemx_init_args_v1, nvshmemx_init_attr_v1). Each has a fixed size, asserted there as here,
+// and a version field (1 << 16) + size that tells the library which layout it is given.
+struct nvshmem_uniqueid_v1 {
+    int version;
+    char internal[124];
+};
+struct nvshmem_uniqueid_args_v1 {
+    int version;
+    nvshmem_uniqueid_v1 *id;
+    int myrank;
+    int nranks;
+};
+struct nvshmem_init_args_v1 {
+    int version;
+    nvshmem_uniqueid_args_v1 uid_args;
+    char content[96];
+};
+struct nvshmem_init_attr_v1 {
+    int version;
+    void *mpi_comm;
+    nvshmem_init_args_v1 args;
+};
+static_assert(sizeof(nvshmem_uniqueid_v1) == 128, "nvshmemx_uniqueid_v1 is 128 bytes");
+static_assert(sizeof(nvshmem_uniqueid_args_v1) == 24, "nvshmemx_uniqueid_args_v1 is 24 bytes");
+static_assert(sizeof(nvshmem_init_args_v1) == 128, "nvshmemx_init_args_v1 is 128 bytes");
+static_assert(sizeof(nvshmem_init_attr_v1) == 144, "nvshmemx_init_attr_v1 is 144 bytes");
+constexpr unsigned nvshmem_init_with_uniqueid = 1u << 3;  // NVSHMEMX_INIT_WITH_UNIQUEID
+constexpr int nvshmem_status_is_bootstrapped = 1;        // NVSHMEM_STATUS_IS_BOOTSTRAPPED
+constexpr int nvshmem_status_is_initialized = 2;         // NVSHMEM_STATUS_IS_INITIALIZED
+
+inline nvshmem_uniqueid_v1 nvshmem_uniqueid_initializer() {
+    nvshmem_uniqueid_v1 id;
+    std::memset(&id, 0, sizeof id);
+    id.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_uniqueid_v1));
+    return id;
+}
+inline nvshmem_init_attr_v1 nvshmem_init_attr_initializer() {
+    nvshmem_init_attr_v1 a;
+    std::memset(&a, 0, sizeof a);
+    a.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_init_attr_v1));
+    a.mpi_comm = nullptr;
+    a.args.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_init_args_v1));
+    a.args.uid_args.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_uniqueid_args_v1));
+    a.args.uid_args.id = nullptr;
+    a.args.uid_args.myrank = -1;
+    a.args.uid_args.nranks = -1;
+    return a;
+}
+
+/// The functions of NVSHMEM's host library that nvshmem_init() and nvshmem_finalize() call.
+struct nvshmem_host_api {
+    std::string library;  // the file they come from, for messages
+    int major = 0, minor = 0, patch = 0;
+    int (*init_status)() = nullptr;
+    int (*hostlib_init_attr)(unsigned, void *) = nullptr;
+    void (*hostlib_finalize)() = nullptr;
+    int (*get_uniqueid)(void *) = nullptr;
+    int (*set_attr_uniqueid_args)(int, int, const void *, void *) = nullptr;
+    int (*my_pe)() = nullptr;
+    int (*n_pes)() = nullptr;
+    void (*vendor_version)(int *, int *, int *) = nullptr;
+};
+
+template <class F>
+bool nvshmem_symbol(void *handle, const char *name, F &fn) {
+    void *p = dlsym(handle, name);
+    fn = reinterpret_cast<F>(p);
+    return p != nullptr;
+}
+
+/// NVSHMEM's host library: the one already in the process (the program links it, or loaded it),
+/// else libnvshmem_host.so.3 from the loader's search path, else from $NVSHMEM_HOME/lib.
+inline outcome find_nvshmem_host(nvshmem_host_api &api) {
+    const std::string me = std::to_string(upcxx::rank_me());
+    void *h = RTLD_DEFAULT;
+    if (!dlsym(RTLD_DEFAULT, "nvshmemx_hostlib_init_attr")) {
+        std::vector<std::string> names{"libnvshmem_host.so.3"};
+        const char *home = std::getenv("NVSHMEM_HOME");
+        if (home && *home) names.push_back(std::string(home) + "/lib/libnvshmem_host.so.3");
+        std::string tried;
+        h = nullptr;
+        for (const std::string &n : names) {
+            h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL);
+            if (h) break;
+            const char *e = dlerror();
+            tried += (tried.empty() ? "" : "; ") + std::string(e ? e : n.c_str());
+        }
+        if (!h)
+            return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
+                           "nvshmem_init: NVSHMEM's host library is not in the process of rank " + me +
+                               " and could not be loaded (" + tried +
+                               "): link the program with libnvshmem_host.so.3 (CMake: UpcxxExtraNvshmem::nvshmem), "
+                               "or name its directory in LD_LIBRARY_PATH or NVSHMEM_HOME"};
+    }
+    const char *missing = nullptr;
+    if (!nvshmem_symbol(h, "nvshmemx_hostlib_init_attr", api.hostlib_init_attr)) missing = "nvshmemx_hostlib_init_attr";
+    else if (!nvshmem_symbol(h, "nvshmemx_hostlib_finalize", api.hostlib_finalize)) missing = "nvshmemx_hostlib_finalize";
+    else if (!nvshmem_symbol(h, "nvshmemx_init_status", api.init_status)) missing = "nvshmemx_init_status";
+    else if (!nvshmem_symbol(h, "nvshmemx_get_uniqueid", api.get_uniqueid)) missing = "nvshmemx_get_uniqueid";
+    else if (!nvshmem_symbol(h, "nvshmemx_set_attr_uniqueid_args", api.set_attr_uniqueid_args)) missing = "nvshmemx_set_attr_uniqueid_args";
+    else if (!nvshmem_symbol(h, "nvshmem_my_pe", api.my_pe)) missing = "nvshmem_my_pe";
+    else if (!nvshmem_symbol(h, "nvshmem_n_pes", api.n_pes)) missing = "nvshmem_n_pes";
+    else if (!nvshmem_symbol(h, "nvshmemx_vendor_get_version_info", api.vendor_version)) missing = "nvshmemx_vendor_get_version_info";
+    Dl_info info;
+    std::memset(&info, 0, sizeof info);
+    if (api.hostlib_init_attr && dladdr(reinterpret_cast<void *>(api.hostlib_init_attr), &info) && info.dli_fname)
+        api.library = info.dli_fname;
+    else
+        api.library = "libnvshmem_host.so.3";
+    if (missing)
+        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
+                       "nvshmem_init: " + api.library + " (rank " + me + ") has no " + missing +
+                           ": NVSHMEM 3.x is needed"};
+    api.vendor_version(&api.major, &api.minor, &api.patch);
+    if (api.major != 3)
+        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
+                       "nvshmem_init: " + api.library + " (rank " + me + ") is NVSHMEM " + std::to_string(api.major) +
+                           "." + std::to_string(api.minor) + "." + std::to_string(api.patch) +
+                           ": nvshmem_init needs NVSHMEM 3.x (tested: 3.1.7, 3.4.5, 3.8.0)"};
+    return outcome{};
+}
+
+/// This rank's device, made current with its primary context (NVSHMEM initialises on the context
+/// current at its init; with none it defers, and nvshmem_malloc & co. would initialise later).
+inline outcome select_device(int requested, int &chosen, std::string &how) {
+    const std::string me = std::to_string(upcxx::rank_me());
+    auto cuda_failure = [&](const std::string &what, cudaError_t e) {
+        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
+                       "nvshmem_init: rank " + me + " " + what + ": " + cudaGetErrorName(e) + ": " +
+                           cudaGetErrorString(e)};
+    };
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return cuda_failure("has no usable CUDA device (cudaGetDeviceCount)", e);
+    if (count <= 0)
+        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
+                       "nvshmem_init: rank " + me + " has no usable CUDA device (cudaGetDeviceCount: 0 devices)"};
+    int dev = requested;
+    if (dev >= count)
+        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
+                       "nvshmem_init: rank " + me + " asked for CUDA device " + std::to_string(dev) + " but " +
+                           std::to_string(count) + " are visible"};
+    if (dev >= 0) {
+        how = "asked for";
+    } else {
+        CUcontext ctx = nullptr;
+        if (cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && cudaGetDevice(&dev) == cudaSuccess && dev >= 0) {
+            how = "the current CUDA context's";
+        } else {
+            dev = upcxx::local_team().rank_me() % count;
+            how = "local rank " + std::to_string(upcxx::local_team().rank_me()) + " modulo " + std::to_string(count) +
+                  " devices";
+        }
+    }
+    e = cudaSetDevice(dev);
+    if (e != cudaSuccess) return cuda_failure("cannot use CUDA device " + std::to_string(dev) + " (cudaSetDevice)", e);
+    e = cudaFree(nullptr);  // creates the primary context and makes it current
+    if (e != cudaSuccess) return cuda_failure("cannot create a context on CUDA device " + std::to_string(dev), e);
+    chosen = dev;
+    return outcome{};
+}
+
+/// What nvshmem_init() did, for nvshmem_finalize().
+struct nvshmem_init_state {
+    bool owned = false;           // nvshmem_init() initialised NVSHMEM (nvshmem_finalize() finalises it)
+    bool device_library = false;  // ... through the device library's hooks
+    nvshmem_host_api api;
+};
+inline nvshmem_init_state &init_state() {
+    static nvshmem_init_state s;
+    return s;
+}
+
+/// One rank's view, exchanged in the first round of nvshmem_init().
+struct nvshmem_init_entry {
+    int status;      // OK, or why this rank cannot go on
+    int already;     // NVSHMEM is initialised (or bootstrapped) in this process already
+    int pe;          // ... as PE
+    int n_pes;       // ... of
+    std::uint64_t heap_size;
+};
+
+}  // namespace detail
+
+/// Collective over upcxx::world(), from the master persona, after upcxx::init(): selects this
+/// rank's GPU (nvshmem_init_options::device) and initialises NVSHMEM on it with the unique-id
+/// bootstrap, the id made by rank 0 and broadcast by UPC++ (no MPI). Afterwards NVSHMEM's PE
+/// numbers are the world ranks. When NVSHMEM is initialised already on every rank (e.g. with
+/// NVSHMEM's MPI bootstrap), it only checks that every rank agrees (NVSHMEM's PEs are
+/// upcxx::world()'s ranks) and leaves NVSHMEM to its initialiser. A second call does the same.
+///
+/// Any failure on any rank (UPC++ not initialised excepted: that one is local) throws
+/// nvshmem_error on EVERY rank: the lowest failing rank's status, errc() and message, with
+/// failed_rank() naming it. errc(): nvshmem_init_failed (NVSHMEM not found, not 3.x, its
+/// initialisation failed, ranks that disagree), cuda (no GPU, a bad device, a CUDA failure),
+/// peers_mismatch (NVSHMEM initialised by the caller with PEs that are not the world ranks),
+/// upcxx_not_initialized. Every check that can fail runs before NVSHMEM is called, in agreement
+/// rounds; only a failure inside NVSHMEM's own bootstrap on some ranks alone can still keep the
+/// others waiting there.
+inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options{}) {
+    const char *what = "nvshmem_init";
+    if (!upcxx::initialized())
+        throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                            "nvshmem_init: UPC++ is not initialised (call upcxx::init() first)",
+                            nvshmem_errc::upcxx_not_initialized);
+    const int me = upcxx::rank_me(), n = upcxx::rank_n();
+    detail::nvshmem_init_state &state = detail::init_state();
+
+    // 1. NVSHMEM's host library, the options, and whether NVSHMEM is initialised already.
+    detail::nvshmem_host_api api;
+    detail::outcome found = detail::find_nvshmem_host(api);
+    if (found.ok() && opts.device < -1)
+        found = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::nvshmem_init_failed,
+                                "nvshmem_init: rank " + std::to_string(me) + " passed device " +
+                                    std::to_string(opts.device) + " (a device index, or -1 for the default)"};
+    detail::nvshmem_init_entry mine{found.status, 0, -1, -1, static_cast<std::uint64_t>(opts.heap_size)};
+    if (found.ok()) {
+        mine.already = api.init_status() >= detail::nvshmem_status_is_bootstrapped;
+        if (mine.already) {
+            mine.pe = api.my_pe();
+            mine.n_pes = api.n_pes();
+        }
+    }
+    const std::vector<detail::nvshmem_init_entry> all = detail::allgather(mine, what);
+    int first = n;
+    for (int r = 0; r < n && first == n; r++)
+        if (all[static_cast<std::size_t>(r)].status != UPCXX_EXTRA_NVSHMEM_STATUS_OK) first = r;
+    detail::fail_together(first, found, what);
+    // Every rank checks the same data, so every rank throws the same error, or none does.
+    for (int r = 1; r < n; r++) {
+        const detail::nvshmem_init_entry &e = all[static_cast<std::size_t>(r)];
+        if (e.already != all[0].already)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                std::string("nvshmem_init: NVSHMEM is initialised on rank ") + (e.already ? std::to_string(r) : "0") +
+                                    " but not on rank " + (e.already ? "0" : std::to_string(r)) +
+                                    ": initialise it on every rank, or on none and let nvshmem_init do it",
+                                nvshmem_errc::nvshmem_init_failed, r);
+        if (e.heap_size != all[0].heap_size)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                "nvshmem_init: rank " + std::to_string(r) + " asked for a heap of " +
+                                    std::to_string(e.heap_size) + " bytes, rank 0 for " +
+                                    std::to_string(all[0].heap_size) + ": the heap size must be the same on every rank",
+                                nvshmem_errc::nvshmem_init_failed, r);
+    }
+    if (all[0].already) {
+        std::vector<int> rank_of_pe(static_cast<std::size_t>(n), -1);
+        for (int r = 0; r < n; r++) {
+            const detail::nvshmem_init_entry &e = all[static_cast<std::size_t>(r)];
+            if (e.n_pes != n || e.pe < 0 || e.pe >= n || rank_of_pe[static_cast<std::size_t>(e.pe)] >= 0)
+                throw nvshmem_error(e.n_pes != n ? UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT : UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
+                                    "nvshmem_init: NVSHMEM is initialised already, and rank " + std::to_string(r) +
+                                        " is its PE " + std::to_string(e.pe) + " of " + std::to_string(e.n_pes) +
+                                        ": NVSHMEM's PEs must be upcxx::world()'s " + std::to_string(n) +
+                                        " ranks, each a different PE",
+                                    nvshmem_errc::peers_mismatch, r);
+            rank_of_pe[static_cast<std::size_t>(e.pe)] = r;
+        }
+        return;  // the caller's NVSHMEM (or ours, from an earlier call): nothing to do
+    }
+
+    // 2. The GPU, made current.
+    int device = -1;
+    std::string how;
+    detail::agree(detail::select_device(opts.device, device, how), what);
+
+    // 3. The unique id: made by rank 0 (a listening socket of NVSHMEM's bootstrap), sent by UPC++.
+    if (opts.heap_size > 0) ::setenv("NVSHMEM_SYMMETRIC_SIZE", std::to_string(opts.heap_size).c_str(), 1);
+    struct id_wire {
+        int ok;
+        detail::nvshmem_uniqueid_v1 id;
+    } wire;
+    std::memset(&wire, 0, sizeof wire);
+    wire.id = detail::nvshmem_uniqueid_initializer();
+    detail::outcome made;
+    if (me == 0) {
+        const int s = api.get_uniqueid(&wire.id);
+        if (s != 0)
+            made = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
+                                   "nvshmem_init: nvshmemx_get_uniqueid failed on rank 0 (NVSHMEM status " +
+                                       std::to_string(s) +
+                                       "; NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons; the unique-id bootstrap "
+                                       "needs a network interface, NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME names one)"};
+        wire.ok = made.ok();
+    }
+    wire = upcxx::broadcast(wire, 0).wait();
+    detail::fail_together(wire.ok ? n : 0, made, what);
+
+    // 4. NVSHMEM's initialisation: through the device library when the program registered it,
+    // else the host library alone.
+    const detail::device_library_hooks &hooks = detail::device_library();
+    int s;
+    const char *call;
+    if (hooks.init) {
+        call = "nvshmemi_init_thread (NVSHMEM's device library)";
+        s = hooks.init(me, n, &wire.id);
+    } else {
+        call = "nvshmemx_hostlib_init_attr";
+        detail::nvshmem_init_attr_v1 attr = detail::nvshmem_init_attr_initializer();
+        s = api.set_attr_uniqueid_args(me, n, &wire.id, &attr);
+        if (s == 0) s = api.hostlib_init_attr(detail::nvshmem_init_with_uniqueid, &attr);
+    }
+    detail::outcome inited;
+    const int status = s == 0 ? api.init_status() : -1;
+    if (s != 0 || status < detail::nvshmem_status_is_initialized || api.my_pe() != me || api.n_pes() != n)
+        inited = detail::outcome{
+            UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
+            "nvshmem_init: " + std::string(call) + " on rank " + std::to_string(me) + " (CUDA device " +
+                std::to_string(device) + ", " + how + ", NVSHMEM " + std::to_string(api.major) + "." +
+                std::to_string(api.minor) + "." + std::to_string(api.patch) + " from " + api.library + ") " +
+                (s != 0 ? "returned " + std::to_string(s)
+                        : "left NVSHMEM in state " + std::to_string(status) + " as PE " + std::to_string(api.my_pe()) +
+                              " of " + std::to_string(api.n_pes())) +
+                " (NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons)"};
+    detail::agree(inited, what);
+    state.owned = true;
+    state.device_library = hooks.init != nullptr;
+    state.api = api;
+}
+
+/// Collective over upcxx::world(), before upcxx::finalize(). Refused on every rank (nvshmem_error,
+/// errc nvshmem_in_use) while an nvshmem_heap is active on any rank: the order is heap.destroy(),
+/// nvshmem_finalize(), upcxx::finalize(). Finalises NVSHMEM when nvshmem_init() initialised it (the
+/// way it did: host library, or device library); NVSHMEM that the caller initialised is left to
+/// the caller. Harmless twice, and without nvshmem_init().
+inline void nvshmem_finalize() {
+    const char *what = "nvshmem_finalize";
+    if (!upcxx::initialized())
+        throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                            "nvshmem_finalize: UPC++ is not initialised (call it before upcxx::finalize())",
+                            nvshmem_errc::upcxx_not_initialized);
+    detail::outcome mine;
+    if (detail::active_heaps() > 0)
+        mine = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::nvshmem_in_use,
+                               "nvshmem_finalize: an nvshmem_heap is still active on rank " +
+                                   std::to_string(upcxx::rank_me()) +
+                                   ": destroy() it first (the order is heap.destroy(), "
+                                   "upcxx::extra::nvshmem_finalize(), upcxx::finalize())"};
+    detail::agree(mine, what);
+    detail::nvshmem_init_state &state = detail::init_state();
+    if (!state.owned) return;
+    state.owned = false;
+    const detail::device_library_hooks &hooks = detail::device_library();
+    if (state.device_library && hooks.finalize)
+        hooks.finalize();
+    else
+        state.api.hostlib_finalize();
+}
+
+}  // namespace extra
+}  // namespace upcxx
+
+#endif  // UPCXX_EXTRA_NVSHMEM_INIT_HPP
