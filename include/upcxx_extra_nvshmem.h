@@ -268,6 +268,37 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_attach(const struct upcxx_
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_detach(void);
 
 /**
+ * Limits every translation (`to_global_ptr`, `from_global_ptr`, `local_ptr`, `offset`,
+ * `to_offset`) to the first `bytes` of each PE's heap: the part a PGAS layer has made
+ * addressable (the C++ layer sets the extent its UPC++ segment covers). An address, or a range's
+ * end, past it is OUT_OF_HEAP, and the message names the extent. `0` removes the limit (the
+ * default: the heap's own size). Kept by `set_peers` and `set_peers_from_nvshmem` (and by a
+ * `heap_query` that finds the same heap); cleared by `detach` and by `attach`, which replace
+ * the heap.
+ *
+ * Statuses: OK; TABLE_NOT_SET (no heap is known; never runs discovery); INVALID_ARGUMENT
+ * (`bytes` larger than the heap's reserved size). Process-wide state; thread safety: any thread
+ * (a writer; translation on other threads sees the old or the new extent, lock-free).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_set_extent(size_t bytes);
+
+/**
+ * The UPC++ rank of PE `pe` and the offset of `sym_addr` in the local heap, with the `len`
+ * bytes at `sym_addr` checked against the local heap and the extent (`set_extent`) in one
+ * check (`len` 0 checks the address alone): what a PGAS layer needs to name the bytes on `pe`.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`sym_addr`, `rank` or `offset` NULL); TABLE_NOT_SET (no heap, or
+ * no peer table; never runs discovery); OUT_OF_HEAP (the address, or the range's end, outside
+ * the local heap or past the extent); BAD_PE. The outputs are written only on OK. Thread safety:
+ * any thread, lock-free, as `to_global_ptr`.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_to_offset(const void *sym_addr,
+                                                                size_t len,
+                                                                int pe,
+                                                                int *rank,
+                                                                size_t *offset);
+
+/**
  * The offset of `addr` from the local heap base.
  *
  * Like every translation call it reads the published heap and never runs discovery: before

@@ -88,6 +88,8 @@ struct Master {
     bases: Option<Buf<AtomicUsize>>,
     rank_of_pe: Option<Buf<AtomicU32>>,
     pe_of_rank: Option<Buf<AtomicU32>>,
+    /// The bytes of each PE's heap made addressable (`set_extent`); 0: the whole heap.
+    extent: usize,
     pool_usize: Vec<Buf<AtomicUsize>>,
     pool_u32: Vec<Buf<AtomicU32>>,
 }
@@ -107,10 +109,14 @@ pub struct Table {
     my_pe: AtomicI32,
     device: AtomicI32,
     base: AtomicUsize,
+    /// The bound of every translation: the extent (`set_extent`) when one is set, else the
+    /// heap's size.
     size: AtomicUsize,
     bases: AtomicPtr<AtomicUsize>,
     rank_of_pe: AtomicPtr<AtomicU32>,
     pe_of_rank: AtomicPtr<AtomicU32>,
+    /// The heap's own size (only the error messages read it: on the writers' cache line).
+    heap_size: AtomicUsize,
     master: Mutex<Master>,
 }
 
@@ -127,7 +133,10 @@ struct View {
     live_n: u32,
     my_pe: i32,
     base: usize,
+    /// The bound: the extent, or the heap's size.
     size: usize,
+    /// The heap's size.
+    heap_size: usize,
 }
 
 fn take<T: Default>(pool: &mut Vec<Buf<T>>, n: usize) -> Buf<T> {
@@ -156,12 +165,14 @@ macro_rules! new_table {
             bases: AtomicPtr::new(std::ptr::null_mut()),
             rank_of_pe: AtomicPtr::new(std::ptr::null_mut()),
             pe_of_rank: AtomicPtr::new(std::ptr::null_mut()),
+            heap_size: AtomicUsize::new(0),
             master: Mutex::new(Master {
                 heap: None,
                 peers: false,
                 bases: None,
                 rank_of_pe: None,
                 pe_of_rank: None,
+                extent: 0,
                 pool_usize: Vec::new(),
                 pool_u32: Vec::new(),
             }),
@@ -212,7 +223,8 @@ impl Table {
             put!(self.my_pe, h.my_pe);
             put!(self.device, h.device);
             put!(self.base, h.base);
-            put!(self.size, h.size);
+            put!(self.size, if m.extent != 0 { m.extent } else { h.size });
+            put!(self.heap_size, h.size);
         }
         let p = |b: &Option<Buf<AtomicUsize>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
         let q = |b: &Option<Buf<AtomicU32>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
@@ -235,6 +247,9 @@ impl Table {
         let mut m = self.lock();
         let keep = matches!((m.heap, heap), (Some(a), Some(b)) if a.same_heap(&b));
         m.heap = heap;
+        if !keep {
+            m.extent = 0;
+        }
         if keep {
             self.store(&m);
         } else {
@@ -247,6 +262,7 @@ impl Table {
         let mut m = self.lock();
         if m.heap.is_some_and(|h| h.source != Source::Manual) {
             m.heap = None;
+            m.extent = 0;
             self.unpublish_peers(&mut m);
         }
     }
@@ -264,12 +280,31 @@ impl Table {
         self.lock().heap
     }
 
+    /// Limits every translation to the first `bytes` of each PE's heap (0: the whole heap).
+    /// Kept while the heap stays the same one; a new heap or none clears it.
+    pub fn set_extent(&self, bytes: usize) -> Result<()> {
+        let mut m = self.lock();
+        let Some(h) = m.heap else { return Err(no_heap()) };
+        if bytes > h.size {
+            crate::fail!(InvalidArgument, "extent {bytes} exceeds the heap size {} of PE {}", h.size, h.my_pe);
+        }
+        m.extent = bytes;
+        self.store(&m);
+        Ok(())
+    }
+
     /// The local heap's base, size and PE, from one consistent lock-free read ((0, 0, 0) when no
     /// heap is known).
     pub fn extent(&self) -> (usize, usize, i32) {
         let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
         // A forgotten heap leaves its fields published (only what changes is stored): n says.
         if v.n == 0 { (0, 0, 0) } else { (v.base, v.size, v.my_pe) }
+    }
+
+    /// The bound and the heap's size, for a message (`local_ptr`'s).
+    pub fn bounds(&self) -> (usize, usize) {
+        let (v, ()) = self.read(&self.rank_of_pe, |_, _, _| ());
+        (v.size, v.heap_size)
     }
 
     /// Bytes the current peer table holds (None: no table). Lock-free: one consistent read.
@@ -371,6 +406,7 @@ impl Table {
                     my_pe: self.my_pe.load(Ordering::Relaxed),
                     base: self.base.load(Ordering::Relaxed),
                     size: self.size.load(Ordering::Relaxed),
+                    heap_size: self.heap_size.load(Ordering::Relaxed),
                 };
                 let r = f(&v, bases, other);
                 if self.unchanged(s1) {
@@ -389,7 +425,37 @@ impl Table {
             return Err(no_heap());
         }
         let off = addr.wrapping_sub(v.base);
-        if off < v.size { Ok(off) } else { Err(out_of_heap(addr, &v)) }
+        if off < v.size { Ok(off) } else { Err(out_of_heap(addr, 0, &v)) }
+    }
+
+    /// The UPC++ rank of PE `pe` and the offset of `sym` in the local heap, with the `len` bytes
+    /// at `sym` (0: the address alone) inside the heap and the extent.
+    pub fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Result<(i32, usize)> {
+        #[allow(unsafe_code)]
+        let (v, rank) = self.read(&self.rank_of_pe, |v, _, ranks| {
+            if (pe as u32) >= v.live_n {
+                0
+            } else if ranks.is_null() {
+                pe as u32
+            } else {
+                // SAFETY: pe < live_n <= the capacity of the array published with it.
+                unsafe { (*ranks.add(pe as usize)).load(Ordering::Relaxed) }
+            }
+        });
+        if v.n == 0 {
+            return Err(no_heap());
+        }
+        if v.live_n == 0 {
+            return Err(no_peers(&v));
+        }
+        let off = sym.wrapping_sub(v.base);
+        if off >= v.size || len > v.size - off {
+            return Err(out_of_heap(sym, len, &v));
+        }
+        if (pe as u32) >= v.live_n {
+            return Err(Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", v.n)));
+        }
+        Ok((rank as i32, off))
     }
 
     /// The opening of every read (the one sequence-lock protocol; [`Table::unchanged`] closes
@@ -575,11 +641,28 @@ fn no_peers(v: &View) -> Error {
     )
 }
 
-fn out_of_heap(addr: usize, v: &View) -> Error {
-    Error::new(
-        Status::OutOfHeap,
-        format!("address 0x{addr:x} is outside the symmetric heap [0x{:x}, 0x{:x}) of PE {}", v.base, v.base + v.size, v.my_pe),
-    )
+/// The bytes `[addr, addr + len)` (`len` 0: the address alone) are not all inside the local
+/// heap and the extent: which of the two they leave, named.
+fn out_of_heap(addr: usize, len: usize, v: &View) -> Error {
+    let off = addr.wrapping_sub(v.base);
+    let range = format!("[0x{:x}, 0x{:x})", v.base, v.base + v.heap_size);
+    let who = format!("PE {}", v.my_pe);
+    if off >= v.heap_size {
+        return Error::new(Status::OutOfHeap, format!("address 0x{addr:x} is outside the symmetric heap {range} of {who}"));
+    }
+    Error::new(Status::OutOfHeap, past(&format!("0x{addr:x}"), len, off, v.size, v.heap_size, &who, &range))
+}
+
+/// Why the `len` bytes (0: the address alone) at `at` (an address, and where: "0x10 on rank 1"),
+/// at offset `off` < `heap_size` in the heap of `who` ("PE 1") spanning `range`, are refused by
+/// the bound `limit`: they run past the extent (`set_extent`) or past the heap's end.
+pub(crate) fn past(at: &str, len: usize, off: usize, limit: usize, heap_size: usize, who: &str, range: &str) -> String {
+    let (what, verb) = if len == 0 { (format!("address {at}"), "runs") } else { (format!("the {len} bytes at {at}"), "run") };
+    if limit < heap_size && len <= heap_size - off {
+        format!("{what} {verb} past the {limit} bytes made addressable (set_extent) of {who}'s heap {range}")
+    } else {
+        format!("{what} {verb} past the end of the symmetric heap {range} of {who} (offset {off} of {heap_size} bytes)")
+    }
 }
 
 #[cold]
@@ -591,7 +674,7 @@ fn to_global_error(sym: usize, pe: i32, v: &View) -> Error {
         return no_peers(v);
     }
     if sym.wrapping_sub(v.base) >= v.size {
-        return out_of_heap(sym, v);
+        return out_of_heap(sym, 0, v);
     }
     Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", v.n))
 }
@@ -607,9 +690,14 @@ fn from_global_error(rank: i32, raw: usize, pe: u32, base: usize, v: &View) -> E
     if (rank as u32) >= v.n {
         return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (address 0x{raw:x})", v.n));
     }
+    let off = raw.wrapping_sub(base);
+    if off < v.heap_size {
+        let range = format!("[0x{base:x}, 0x{:x})", base + v.heap_size);
+        return Error::new(Status::OutOfHeap, past(&format!("0x{raw:x} on rank {rank}"), 0, off, v.size, v.heap_size, &format!("PE {pe}"), &range));
+    }
     Error::new(
         Status::OutOfHeap,
-        format!("address 0x{raw:x} on rank {rank} (PE {pe}) is outside that PE's heap [0x{base:x}, 0x{:x})", base + v.size),
+        format!("address 0x{raw:x} on rank {rank} (PE {pe}) is outside that PE's heap [0x{base:x}, 0x{:x})", base + v.heap_size),
     )
 }
 

@@ -10,8 +10,17 @@ fn last() -> String {
     unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned()
 }
 
+/// The library's heap and table are one per process: the tests of this file take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn statuses_messages_and_misuse() {
+    let _g = serial();
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
     // Every status has its own description; unknown values are answered, not crashed on.
     let mut seen = std::collections::HashSet::new();
     for s in Status::ALL {
@@ -98,6 +107,125 @@ fn statuses_messages_and_misuse() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_table_bytes(&mut bytes) }, Status::TableNotSet);
     // No heap (and no NVSHMEM): refused by discovery, before a single entry is read.
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(1000, guarded.ptr) }, Status::NotLoaded);
+}
+
+/// `to_offset(sym, len, pe)`: `(status, (rank, offset))`, the outputs untouched on failure.
+fn to_offset(sym: *const c_void, len: usize, pe: i32) -> (Status, (i32, usize)) {
+    let (mut rank, mut off) = (77, 0x77usize);
+    let st = unsafe { upcxx_extra_nvshmem_to_offset(sym, len, pe, &mut rank, &mut off) };
+    if st != Status::Ok {
+        assert_eq!((rank, off), (77, 0x77), "a failed to_offset wrote its outputs");
+    }
+    (st, (rank, off))
+}
+
+#[test]
+fn extent_limits_every_translation_and_to_offset_checks_once() {
+    let _g = serial();
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    let heap = vec![0u8; 4096];
+    let base = heap.as_ptr() as *mut c_void;
+    let at = |off: usize| unsafe { (base as *const u8).add(off) } as *const c_void;
+    let other = 0x7700_0000_0000usize;
+    let peers = [UpcxxExtraNvshmemPeer { rank: 1, base: other as *mut c_void }, UpcxxExtraNvshmemPeer { rank: 0, base }];
+
+    // No heap: both say so (no discovery).
+    assert_eq!(upcxx_extra_nvshmem_set_extent(0), Status::TableNotSet);
+    assert!(last().starts_with("upcxx_extra_nvshmem_set_extent: no heap is known"), "{}", last());
+    assert_eq!(to_offset(at(0), 0, 0).0, Status::TableNotSet);
+    assert!(last().contains("no heap is known"), "{}", last());
+
+    // A heap of 2 PEs (mine is PE 1), no table yet: to_offset needs the rank, so TABLE_NOT_SET.
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&common::heap_info(base, 4096, 1, 2)) }, Status::Ok);
+    assert_eq!(to_offset(at(8), 0, 0).0, Status::TableNotSet);
+    assert!(last().contains("the peer table is not set"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
+
+    // to_offset: the rank of the PE, the offset; NULLs; the range check (len 0: the address).
+    assert_eq!(to_offset(at(100), 8, 0), (Status::Ok, (1, 100)));
+    assert_eq!(to_offset(at(100), 8, 1), (Status::Ok, (0, 100)));
+    assert_eq!(to_offset(at(4095), 0, 0), (Status::Ok, (1, 4095)));
+    assert_eq!(to_offset(at(4095), 1, 0), (Status::Ok, (1, 4095)));
+    assert_eq!(to_offset(at(0), 4096, 0), (Status::Ok, (1, 0)));
+    assert_eq!(to_offset(at(4095), 2, 0).0, Status::OutOfHeap);
+    assert!(last().contains("the 2 bytes at") && last().contains("run past the end of the symmetric heap"), "{}", last());
+    assert_eq!(to_offset(at(8), usize::MAX, 0).0, Status::OutOfHeap, "a length that overflows");
+    assert_eq!(to_offset(at(4096), 0, 0).0, Status::OutOfHeap);
+    assert!(last().contains(&format!("address 0x{:x} is outside the symmetric heap", at(4096) as usize)), "{}", last());
+    assert_eq!(to_offset(at(4096), 0, 5).0, Status::OutOfHeap, "out of heap is reported before a bad PE");
+    assert_eq!(to_offset(at(8), 0, 2).0, Status::BadPe);
+    assert!(last().contains("PE 2 is not in [0, 2)"), "{}", last());
+    assert_eq!(to_offset(at(8), 0, -1).0, Status::BadPe);
+    let (mut rank, mut off) = (0, 0usize);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_offset(std::ptr::null(), 0, 0, &mut rank, &mut off) }, Status::NullArgument);
+    assert!(last().contains("sym_addr is NULL"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_offset(at(8), 0, 0, std::ptr::null_mut(), &mut off) }, Status::NullArgument);
+    assert!(last().contains("rank is NULL"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_offset(at(8), 0, 0, &mut rank, std::ptr::null_mut()) }, Status::NullArgument);
+    assert!(last().contains("offset is NULL"), "{}", last());
+
+    // set_extent: at most the heap's size.
+    assert_eq!(upcxx_extra_nvshmem_set_extent(4097), Status::InvalidArgument);
+    assert!(last().contains("4097") && last().contains("4096"), "{}", last());
+    assert_eq!(upcxx_extra_nvshmem_set_extent(1024), Status::Ok);
+
+    // Every translation stops at the extent, in both directions, and says so.
+    let range = format!("of PE 1's heap [0x{:x}, 0x{:x})", base as usize, base as usize + 4096);
+    assert_eq!(to_offset(at(1020), 4, 0), (Status::Ok, (1, 1020)));
+    assert_eq!(to_offset(at(1020), 5, 0).0, Status::OutOfHeap);
+    let want = format!("the 5 bytes at 0x{:x} run past the 1024 bytes made addressable (set_extent) {range}", at(1020) as usize);
+    assert!(last().ends_with(&want), "{} lacks {want}", last());
+    assert_eq!(to_offset(at(1024), 0, 0).0, Status::OutOfHeap);
+    assert!(last().contains("runs past the 1024 bytes made addressable (set_extent)"), "{}", last());
+    assert_eq!(to_offset(at(1000), 4000, 0).0, Status::OutOfHeap, "past the heap too: the heap's end is named");
+    assert!(last().contains("run past the end of the symmetric heap"), "{}", last());
+
+    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1023), 0, &mut g) }, Status::Ok);
+    assert_eq!((g.rank, g.raw as usize), (1, other + 1023));
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1024), 0, &mut g) }, Status::OutOfHeap);
+    assert!(last().contains(&format!("address 0x{:x} runs past the 1024 bytes made addressable (set_extent) {range}", at(1024) as usize)), "{}", last());
+
+    let (mut sym, mut pe) = (std::ptr::null_mut(), -1);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_from_global_ptr(1, (other + 1023) as *const c_void, &mut sym, &mut pe) }, Status::Ok);
+    assert_eq!((sym as *const c_void, pe), (at(1023), 0));
+    assert_eq!(unsafe { upcxx_extra_nvshmem_from_global_ptr(1, (other + 1024) as *const c_void, &mut sym, &mut pe) }, Status::OutOfHeap);
+    let theirs = format!("runs past the 1024 bytes made addressable (set_extent) of PE 0's heap [0x{other:x}, 0x{:x})", other + 4096);
+    assert!(last().contains(&format!("address 0x{:x} on rank 1 {theirs}", other + 1024)), "{}", last());
+
+    assert_eq!(unsafe { upcxx_extra_nvshmem_offset(at(1023), &mut off) }, Status::Ok);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_offset(at(1024), &mut off) }, Status::OutOfHeap);
+    assert!(last().contains("made addressable (set_extent)"), "{}", last());
+
+    let mut local = std::ptr::null_mut();
+    let null = std::ptr::null_mut();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(1000), 24, &mut local, null, std::ptr::null_mut()) }, Status::Ok);
+    assert_eq!(local as *const c_void, at(1000));
+    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(1000), 25, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
+    assert!(last().contains("the 25 bytes at") && last().contains("made addressable (set_extent)"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, (other + 1024) as *const c_void, 0, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
+
+    // Kept by set_peers; 0 lifts it; the heap's own size is the same as none.
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
+    assert_eq!(to_offset(at(1024), 0, 0).0, Status::OutOfHeap, "set_peers keeps the extent");
+    assert_eq!(upcxx_extra_nvshmem_set_extent(0), Status::Ok);
+    assert_eq!(to_offset(at(4095), 1, 0), (Status::Ok, (1, 4095)));
+    assert_eq!(upcxx_extra_nvshmem_set_extent(4096), Status::Ok);
+    assert_eq!(to_offset(at(4095), 1, 0), (Status::Ok, (1, 4095)));
+    assert_eq!(to_offset(at(4095), 2, 0).0, Status::OutOfHeap);
+    assert!(last().contains("run past the end of the symmetric heap"), "{}", last());
+
+    // Cleared by attach (a new heap) and by detach.
+    assert_eq!(upcxx_extra_nvshmem_set_extent(16), Status::Ok);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&common::heap_info(base, 4096, 1, 2)) }, Status::Ok);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
+    assert_eq!(to_offset(at(2000), 0, 1), (Status::Ok, (0, 2000)), "attach cleared the extent");
+    assert_eq!(upcxx_extra_nvshmem_set_extent(16), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_set_extent(16), Status::TableNotSet);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&common::heap_info(base, 4096, 1, 2)) }, Status::Ok);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_offset(at(2000), &mut off) }, Status::Ok, "detach cleared the extent");
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
 }
 
 /// Peer entries placed at the very end of a readable page, followed by a PROT_NONE page.

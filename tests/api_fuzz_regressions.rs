@@ -305,3 +305,68 @@ fn null_arguments_and_out_of_range_ints() {
     assert_eq!(to_global(base + 1, 1), (Status::Ok, (0, -1, base + 0x1001, 1)));
     assert_eq!(last(), before);
 }
+
+fn to_offset(sym: usize, len: usize, pe: c_int) -> (Status, (c_int, usize)) {
+    let (mut rank, mut off) = (77, 0x77usize);
+    let st = unsafe { upcxx_extra_nvshmem_to_offset(p(sym), len, pe, &mut rank, &mut off) };
+    if st != Status::Ok {
+        assert_eq!((rank, off), (77, 0x77), "failed call wrote its outputs");
+    }
+    (st, (rank, off))
+}
+
+/// The extent at its edges, on a heap ending at usize::MAX: 1 byte, size - 1, size, size + 1;
+/// every direction stops at the extent's last byte, `to_offset`'s range check cannot wrap, and
+/// the extent survives set_peers (also a refused one) but not attach or detach.
+#[test]
+fn extent_edges_on_a_heap_ending_at_usize_max() {
+    let _g = fresh();
+    let size = 0x1000usize;
+    let top = usize::MAX - size;
+    let low = 0x10_0000usize;
+    assert_eq!(upcxx_extra_nvshmem_set_extent(1), Status::TableNotSet);
+    assert_eq!(attach(info(top, size, 0, 2)), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_set_extent(size + 1), Status::InvalidArgument);
+    assert_eq!(upcxx_extra_nvshmem_set_extent(usize::MAX), Status::InvalidArgument);
+    assert_eq!(upcxx_extra_nvshmem_set_extent(size - 1), Status::Ok, "before set_peers");
+    assert_eq!(set_peers(&[(1, top), (0, low)]), Status::Ok);
+
+    let e = size - 1; // the extent: the heap's last byte is no longer addressable
+    assert_eq!(to_offset(top + e - 1, 0, 1), (Status::Ok, (0, e - 1)));
+    assert_eq!(to_offset(top + e - 1, 1, 1), (Status::Ok, (0, e - 1)));
+    assert_eq!(to_offset(top + e - 1, 2, 1).0, Status::OutOfHeap);
+    assert_eq!(to_offset(top + e, 0, 1).0, Status::OutOfHeap);
+    assert_eq!(to_offset(usize::MAX, 0, 1).0, Status::OutOfHeap);
+    assert_eq!(to_offset(top, usize::MAX, 1).0, Status::OutOfHeap);
+    assert_eq!(to_offset(top, e, 0), (Status::Ok, (1, 0)));
+    assert_eq!(to_offset(top, e + 1, 0).0, Status::OutOfHeap);
+    assert!(last().contains(&format!("made addressable (set_extent) of PE 0's heap [0x{top:x}, 0xffffffffffffffff)")), "{}", last());
+    assert_eq!(to_offset(top - 1, 0, 0).0, Status::OutOfHeap);
+
+    assert_eq!(to_global(top + e - 1, 1), (Status::Ok, (0, -1, low + e - 1, 1)));
+    assert_eq!(to_global(top + e, 1).0, Status::OutOfHeap);
+    assert_eq!(from_global(0, low + e - 1), (Status::Ok, (top + e - 1, 1)));
+    assert_eq!(from_global(0, low + e).0, Status::OutOfHeap);
+    assert_eq!(from_global(1, top + e).0, Status::OutOfHeap);
+    assert_eq!(offset(top + e - 1), (Status::Ok, e - 1));
+    assert_eq!(offset(top + e).0, Status::OutOfHeap);
+
+    // A refused table keeps the old table and the extent; an accepted one keeps the extent.
+    assert_eq!(set_peers(&[(1, top), (1, low)]), Status::BadRank);
+    assert_eq!(to_global(top + e, 1).0, Status::OutOfHeap);
+    assert_eq!(set_peers(&[(0, top), (1, low)]), Status::Ok);
+    assert_eq!(to_global(top + e, 1).0, Status::OutOfHeap);
+    // One byte.
+    assert_eq!(upcxx_extra_nvshmem_set_extent(1), Status::Ok);
+    assert_eq!(to_offset(top, 1, 1), (Status::Ok, (1, 0)));
+    assert_eq!(to_offset(top, 2, 1).0, Status::OutOfHeap);
+    assert_eq!(to_global(top + 1, 1).0, Status::OutOfHeap);
+    // attach (even of the same heap) and detach clear it.
+    assert_eq!(attach(info(top, size, 0, 2)), Status::Ok);
+    assert_eq!(set_peers(&[(1, top), (0, low)]), Status::Ok);
+    assert_eq!(to_global(usize::MAX - 1, 1), (Status::Ok, (0, -1, low + size - 1, 1)));
+    assert_eq!(upcxx_extra_nvshmem_set_extent(1), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    assert_eq!(attach(info(top, size, 0, 2)), Status::Ok);
+    assert_eq!(offset(usize::MAX - 1), (Status::Ok, size - 1));
+}

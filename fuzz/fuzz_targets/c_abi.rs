@@ -1,9 +1,9 @@
 //! Fuzzes the C ABI of upcxx-extra-nvshmem the way a C caller uses it.
 //!
 //! Every input is decoded into a sequence of calls of the exported `upcxx_extra_nvshmem_*`
-//! functions (attach, detach, set_peers, to_global_ptr, from_global_ptr, offset, heap_query,
-//! table_bytes, select_source, locate, strerror, report, report_buffer, last_error, version,
-//! set_peers_from_nvshmem) with random arguments: heap descriptions with NULL / huge / overflowing
+//! functions (attach, detach, set_peers, set_extent, to_global_ptr, from_global_ptr, offset,
+//! to_offset, heap_query, table_bytes, select_source, locate, strerror, report, report_buffer,
+//! last_error, version, set_peers_from_nvshmem) with random arguments: heap descriptions with NULL / huge / overflowing
 //! bases and sizes, bad PE counts, peer tables with duplicate / negative / out-of-range ranks and
 //! NULL / overflowing bases, addresses on and around every heap edge, NULL for each pointer.
 //!
@@ -117,6 +117,9 @@ mod c {
     c_fn!(heap_query, ffi::upcxx_extra_nvshmem_heap_query, (*mut H) -> (*mut CHeapInfo));
     c_fn!(detach, ffi::upcxx_extra_nvshmem_detach, () -> ());
     c_fn!(offset, ffi::upcxx_extra_nvshmem_offset, (*const c_void, *mut usize) -> (*const c_void, *mut usize));
+    c_fn!(set_extent, ffi::upcxx_extra_nvshmem_set_extent, (usize) -> (usize));
+    c_fn!(to_offset, ffi::upcxx_extra_nvshmem_to_offset,
+          (*const c_void, usize, c_int, *mut c_int, *mut usize) -> (*const c_void, usize, c_int, *mut c_int, *mut usize));
     c_fn!(set_peers, ffi::upcxx_extra_nvshmem_set_peers, (c_int, *const Peer) -> (c_int, *const Peer));
     c_fn!(set_peers_from_nvshmem, ffi::upcxx_extra_nvshmem_set_peers_from_nvshmem, (*const c_int) -> (*const c_int));
     c_fn!(to_global_ptr, ffi::upcxx_extra_nvshmem_to_global_ptr, (*const c_void, c_int, *mut Gptr) -> (*const c_void, c_int, *mut Gptr));
@@ -324,6 +327,33 @@ enum LenSel {
     NeedPlus1,
 }
 
+/// The argument of set_extent, relative to the model heap's size.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum ExtentSel {
+    Zero,
+    One,
+    /// x mod size, + 1.
+    Within(u64),
+    SizeMinus1,
+    Size,
+    SizePlus1,
+    Max,
+    Raw(usize),
+}
+
+/// The `len` argument of to_offset, relative to the bound (extent or heap size) left after `sym`.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum RangeLen {
+    Zero,
+    One,
+    Small(u16),
+    /// Exactly to the bound, one short, one past.
+    ToBound,
+    ToBoundMinus1,
+    ToBoundPlus1,
+    Max,
+}
+
 #[derive(Arbitrary, Debug, Clone)]
 enum Op {
     Attach { desc: HeapDesc, nulls: u8 },
@@ -334,6 +364,8 @@ enum Op {
     ToGlobal { sym: AddrSel, pe: IdxSel, nulls: u8 },
     FromGlobal { rank: IdxSel, of_pe: Option<IdxSel>, peer: IdxSel, raw: AddrSel, nulls: u8 },
     Offset { addr: AddrSel, nulls: u8 },
+    SetExtent(ExtentSel),
+    ToOffset { sym: AddrSel, len: RangeLen, pe: IdxSel, nulls: u8 },
     /// Every edge of the heap on PE `pe`, both directions, and the round trip.
     Sweep { pe: IdxSel },
     HeapQuery { nulls: u8 },
@@ -397,6 +429,8 @@ struct MPeers {
 struct Model {
     heap: Option<MHeap>,
     peers: Option<MPeers>,
+    /// The extent set with set_extent (0: none), cleared by attach and detach.
+    extent: usize,
     /// The last heap description tried (for addresses when no heap is attached).
     ref_heap: (usize, usize),
     /// This thread's last error text, as the library must show it.
@@ -457,10 +491,15 @@ fn check_peers(heap: Option<&MHeap>, n_arg: c_int, specs: &[Peer], null_peers: b
 }
 
 impl Model {
+    /// The bytes of each heap translation accepts: the extent, or the heap's size.
+    fn bound(&self, h: &MHeap) -> usize {
+        if self.extent != 0 { self.extent } else { h.size }
+    }
+
     fn to_global(&self, sym: usize, pe: c_int) -> Result<Gptr, c_int> {
         let (Some(h), Some(p)) = (&self.heap, &self.peers) else { return Err(TABLE_NOT_SET) };
         let off = sym.wrapping_sub(h.base);
-        if off >= h.size {
+        if off >= self.bound(h) {
             return Err(OUT_OF_HEAP);
         }
         if pe < 0 || pe >= h.n_pes {
@@ -482,7 +521,7 @@ impl Model {
         }
         let pe = p.pe_of_rank[rank as usize];
         let off = raw.wrapping_sub(p.bases[pe as usize]);
-        if off >= h.size {
+        if off >= self.bound(h) {
             return Err(OUT_OF_HEAP);
         }
         Ok((h.base + off, pe))
@@ -491,7 +530,25 @@ impl Model {
     fn offset(&self, addr: usize) -> Result<usize, c_int> {
         let Some(h) = &self.heap else { return Err(TABLE_NOT_SET) };
         let off = addr.wrapping_sub(h.base);
-        if off < h.size { Ok(off) } else { Err(OUT_OF_HEAP) }
+        if off < self.bound(h) { Ok(off) } else { Err(OUT_OF_HEAP) }
+    }
+
+    fn to_offset(&self, sym: usize, len: usize, pe: c_int) -> Result<(c_int, usize), c_int> {
+        let (Some(h), Some(p)) = (&self.heap, &self.peers) else { return Err(TABLE_NOT_SET) };
+        let off = sym.wrapping_sub(h.base);
+        let bound = self.bound(h);
+        if off >= bound || len > bound - off {
+            return Err(OUT_OF_HEAP);
+        }
+        if pe < 0 || pe >= h.n_pes {
+            return Err(BAD_PE);
+        }
+        Ok((p.rank_of_pe[pe as usize], off))
+    }
+
+    fn set_extent(&self, bytes: usize) -> Result<(), c_int> {
+        let Some(h) = &self.heap else { return Err(TABLE_NOT_SET) };
+        if bytes > h.size { Err(INVALID_ARGUMENT) } else { Ok(()) }
     }
 
     fn n(&self) -> i64 {
@@ -894,6 +951,7 @@ fn run(data: &[u8]) {
     let mut model = Model {
         heap: None,
         peers: None,
+        extent: 0,
         ref_heap: (host().as_ptr() as usize, 4096),
         last_error: last_error_bytes(),
         report_need: {
@@ -930,6 +988,7 @@ fn step(model: &mut Model, op: Op) {
             model.status("upcxx_extra_nvshmem_detach", st, OK);
             model.heap = None;
             model.peers = None;
+            model.extent = 0;
         }
         Op::SetPeers(d) => set_peers(model, &d),
         Op::ToGlobal { sym, pe, nulls } => {
@@ -952,6 +1011,57 @@ fn step(model: &mut Model, op: Op) {
         Op::Offset { addr, nulls } => {
             let addr = if is_null(nulls, 0) { 0 } else { addr_in(model.heap_of(None), addr) };
             call_offset(model, addr, is_null(nulls, 1));
+        }
+        Op::SetExtent(sel) => {
+            let size = model.heap.map_or(model.ref_heap.1, |h| h.size);
+            let bytes = match sel {
+                ExtentSel::Zero => 0,
+                ExtentSel::One => 1,
+                ExtentSel::Within(x) => (x as usize % size.max(1)).wrapping_add(1),
+                ExtentSel::SizeMinus1 => size.wrapping_sub(1),
+                ExtentSel::Size => size,
+                ExtentSel::SizePlus1 => size.wrapping_add(1),
+                ExtentSel::Max => usize::MAX,
+                ExtentSel::Raw(r) => r,
+            };
+            // SAFETY: plain integer argument.
+            let st = unsafe { c::set_extent()(bytes) };
+            let want = model.set_extent(bytes);
+            model.status("upcxx_extra_nvshmem_set_extent", st, want.map_or_else(|e| e, |_| OK));
+            if want.is_ok() {
+                model.extent = bytes;
+            }
+        }
+        Op::ToOffset { sym, len, pe, nulls } => {
+            let pe = model.idx(pe);
+            let sym = if is_null(nulls, 0) { 0 } else { addr_in(model.heap_of(None), sym) };
+            let left = model.heap.map_or(0, |h| model.bound(&h).wrapping_sub(sym.wrapping_sub(h.base)));
+            let len = match len {
+                RangeLen::Zero => 0,
+                RangeLen::One => 1,
+                RangeLen::Small(x) => x as usize,
+                RangeLen::ToBound => left,
+                RangeLen::ToBoundMinus1 => left.wrapping_sub(1),
+                RangeLen::ToBoundPlus1 => left.wrapping_add(1),
+                RangeLen::Max => usize::MAX,
+            };
+            let (null_rank, null_off) = (is_null(nulls, 1), is_null(nulls, 2));
+            let (mut rank, mut off): (c_int, usize) = (0x5a5a_5a5a, 0x5a5a_5a5a);
+            let rankp = if null_rank { null_mut() } else { &mut rank as *mut c_int };
+            let offp = if null_off { null_mut() } else { &mut off as *mut usize };
+            // SAFETY: the out-pointers are NULL or point to locals.
+            let st = unsafe { c::to_offset()(sym as *const c_void, len, pe, rankp, offp) };
+            let want = if sym == 0 || null_rank || null_off { Err(NULL_ARGUMENT) } else { model.to_offset(sym, len, pe) };
+            model.status("upcxx_extra_nvshmem_to_offset", st, want.map_or_else(|e| e, |_| OK));
+            match want {
+                Ok(r) => assert_eq!((rank, off), r, "to_offset(0x{sym:x}, {len}, {pe})"),
+                Err(e) => {
+                    assert_eq!((rank, off), (0x5a5a_5a5a, 0x5a5a_5a5a), "to_offset failed but wrote its outputs");
+                    if e == OUT_OF_HEAP || e == BAD_PE {
+                        assert!(last_error_names(sym), "to_offset error lacks the address 0x{sym:x}: {}", last_error_text());
+                    }
+                }
+            }
         }
         Op::Sweep { pe } => {
             let pe = model.idx(pe);
@@ -1162,6 +1272,7 @@ fn attach(model: &mut Model, info: CHeapInfo, null_info: bool) {
     if want.is_ok() {
         model.heap = Some(h);
         model.peers = None;
+        model.extent = 0;
     }
 }
 
