@@ -13,7 +13,8 @@ use crate::heap::upcxx_extra_nvshmem_source_t;
 use crate::status::{Error, Result, Status, upcxx_extra_nvshmem_status_t};
 use upcxx_extra_nvshmem_macros::export;
 use crate::publish;
-use crate::table::{Heap, PeerSpec, TABLE};
+use crate::peers::PeerSpec;
+use crate::table::{Heap, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
 
@@ -203,7 +204,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const upcxx_extra_nvs
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_detach() -> upcxx_extra_nvshmem_status_t {
-    TABLE.set_heap(None);
+    TABLE.detach();
     Ok(())
 }
 

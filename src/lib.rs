@@ -16,6 +16,7 @@ pub mod layout;
 pub mod logger;
 pub mod mapping;
 pub mod nvshmem_lib;
+pub mod peers;
 pub mod publish;
 pub mod report;
 pub mod status;

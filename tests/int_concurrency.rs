@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
 use upcxx_extra_nvshmem::status::Status;
-use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Table};
+use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Peers, Table};
 
 const N: usize = 64;
 const ME: usize = 5;
@@ -246,16 +246,16 @@ fn private_writer(stop: &AtomicBool) -> u64 {
         version: (-1, -1, -1),
         source: Source::Manual,
     };
-    t.set_heap(Some(heap));
+    t.attach(heap);
     let (mut k, mut swaps) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
         k = (k + 1) % TABLES;
         if k == 0 {
-            t.set_heap(None);
-            t.set_heap(Some(heap));
+            t.detach();
+            t.attach(heap);
         }
         let specs: Vec<PeerSpec> = (0..N).map(|pe| PeerSpec { rank: rank_of(k, pe), base: base_of(k, pe) }).collect();
-        t.set_peers(&heap, &specs).unwrap();
+        t.set_peers(&Peers::new(&heap, &specs).unwrap()).unwrap();
         swaps += 1;
         std::thread::sleep(Duration::from_micros(50));
     }

@@ -14,7 +14,7 @@
 //!   boundary would catch it; a PANIC status is a failure too);
 //! * every status is one of the enum values;
 //! * every status equals the one a shadow model (the heap and peer table last accepted, and the
-//!   validation rules of `Heap::check` / `Table::set_peers`) predicts, and every OK answer equals
+//!   validation rules of `Heap::check` / `Peers::new`) predicts, and every OK answer equals
 //!   the model's: raw = base[pe] + (sym - my_base), rank = rank_of_pe[pe]; back: pe =
 //!   pe_of_rank[rank], sym = my_base + (raw - base[pe]); offsets, heap_query fields,
 //!   table_bytes;
@@ -449,7 +449,7 @@ fn check_heap(h: &MHeap) -> Result<(), c_int> {
     Ok(())
 }
 
-/// The rules of `upcxx_extra_nvshmem_set_peers` + `Table::set_peers`, in their order.
+/// The rules of `upcxx_extra_nvshmem_set_peers` + `Peers::new`, in their order.
 fn check_peers(heap: Option<&MHeap>, n_arg: c_int, specs: &[Peer], null_peers: bool) -> Result<MPeers, c_int> {
     if null_peers {
         return Err(NULL_ARGUMENT);
