@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use crate::heap::{Heap, Source, UpcxxExtraNvshmemSource};
+pub use crate::heap::{Heap, Source};
 
 /// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,7 +23,7 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), 8, &mut local, &mut sym, &mut pe) }, Status::TableNotSet);
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
     let other = 0x7700_0000_0000usize as *mut c_void;
-    let peers = [UpcxxExtraNvshmemPeer { rank: 1, base: other }, UpcxxExtraNvshmemPeer { rank: 0, base }];
+    let peers = [Peer { rank: 1, base: other }, Peer { rank: 0, base }];
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
 
     // My own bytes: mapped at their own address; the optional outputs are filled.

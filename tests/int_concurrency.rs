@@ -38,13 +38,13 @@ fn rank_of(k: usize, pe: usize) -> i32 {
 }
 
 fn attach() {
-    let info = UpcxxExtraNvshmemHeapInfo { device: 0, ..common::heap_info(my_base() as *mut c_void, HEAP, ME as i32, N as i32) };
+    let info = HeapInfo { device: 0, ..common::heap_info(my_base() as *mut c_void, HEAP, ME as i32, N as i32) };
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
 }
 
 fn set_table(k: usize) {
-    let peers: Vec<UpcxxExtraNvshmemPeer> =
-        (0..N).map(|pe| UpcxxExtraNvshmemPeer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
+    let peers: Vec<Peer> =
+        (0..N).map(|pe| Peer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(N as i32, peers.as_ptr()) }, Status::Ok);
 }
 
@@ -116,7 +116,7 @@ struct Worker {
 fn work(seed: u64, stop: &AtomicBool) -> Worker {
     let mut x = seed | 1;
     let mut w = Worker { calls: 0, wrong: 0, not_set: 0 };
-    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    let mut g = GlobalPtr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..256 {
             x ^= x << 13;

@@ -7,7 +7,7 @@ mod common;
 use std::ffi::{CStr, CString, c_void};
 use std::process::Command;
 use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::{Status, UpcxxExtraNvshmemStatus};
+use upcxx_extra_nvshmem::status::Status;
 
 const CHILD_ENV: &str = "UXN_TEST_CHILD_NVSHMEM_LIB";
 
@@ -28,7 +28,7 @@ fn every_release_is_found_before_init() {
     }
 }
 
-fn status(s: UpcxxExtraNvshmemStatus) -> Status {
+fn status(s: Status) -> Status {
     s
 }
 
@@ -37,7 +37,7 @@ fn status(s: UpcxxExtraNvshmemStatus) -> Status {
 #[ignore = "run by every_release_is_found_before_init in a child process"]
 fn child_process_checks() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
-    let mut info: UpcxxExtraNvshmemHeapInfo = unsafe { std::mem::zeroed() };
+    let mut info: HeapInfo = unsafe { std::mem::zeroed() };
     // Before NVSHMEM is loaded at all.
     assert_eq!(status(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }), Status::NotLoaded);
 
@@ -47,7 +47,7 @@ fn child_process_checks() {
 
     // Step 2 finds the state; its size is the one the file records; the version field is 0
     // until nvshmem_init (the state is in .bss) and the check accepts exactly 0x10000 + st_size.
-    let mut loc: UpcxxExtraNvshmemLocation = unsafe { std::mem::zeroed() };
+    let mut loc: Location = unsafe { std::mem::zeroed() };
     let s = unsafe { upcxx_extra_nvshmem_locate(2, &mut loc) };
     let err = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned();
     assert_eq!(status(s), Status::Ok, "{err}");
@@ -80,7 +80,7 @@ fn child_process_checks() {
     // Translation calls never run discovery: "no heap is known", as to_global_ptr says.
     assert_eq!(status(unsafe { upcxx_extra_nvshmem_offset(&x as *const u8 as *const c_void, &mut off) }), Status::TableNotSet);
     assert_eq!(status(unsafe { upcxx_extra_nvshmem_set_peers_from_nvshmem(std::ptr::null()) }), Status::NotInitialized);
-    let mut g: UpcxxExtraNvshmemGptr = unsafe { std::mem::zeroed() };
+    let mut g: GlobalPtr = unsafe { std::mem::zeroed() };
     assert_eq!(status(unsafe { upcxx_extra_nvshmem_to_global_ptr(&x as *const u8 as *const c_void, 0, &mut g) }), Status::TableNotSet);
 
     // The in-process report sees the same library and says the layout check passes.

@@ -32,7 +32,7 @@ use libfuzzer_sys::fuzz_target;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::{offset_of, size_of, transmute};
 use std::ptr::{null, null_mut};
-use upcxx_extra_nvshmem::ffi::{self, UpcxxExtraNvshmemGptr as Gptr, UpcxxExtraNvshmemPeer as Peer};
+use upcxx_extra_nvshmem::ffi::{self, GlobalPtr as Gptr, Peer};
 use upcxx_extra_nvshmem::status::Status;
 
 // ---------------------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ struct CLocation {
 }
 
 const _: () = {
-    use ffi::{UpcxxExtraNvshmemHeapInfo as H, UpcxxExtraNvshmemLocation as L};
+    use ffi::{HeapInfo as H, Location as L};
     assert!(size_of::<CHeapInfo>() == size_of::<H>());
     assert!(offset_of!(CHeapInfo, size) == offset_of!(H, size));
     assert!(offset_of!(CHeapInfo, mapped_size) == offset_of!(H, mapped_size));
@@ -99,7 +99,7 @@ const _: () = {
 /// The exported functions, typed as a C caller declares them (statuses as `int`).
 mod c {
     use super::*;
-    use ffi::{UpcxxExtraNvshmemHeapInfo as H, UpcxxExtraNvshmemLocation as L};
+    use ffi::{HeapInfo as H, Location as L};
     type St = c_int;
 
     macro_rules! c_fn {
