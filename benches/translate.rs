@@ -33,8 +33,9 @@ struct Setup {
 
 fn setup(n: usize, random: bool) -> Setup {
     let mut rng = Lcg(42 + n as u64);
-    let base = 0x4200_0000_0usize;
-    let bases: Vec<usize> = (0..n).map(|p| if random && p != 0 { 0x1000_0000_0000 + (rng.next() as usize % 1_000_000) * HEAP } else { base }).collect();
+    let base = 0x4_2000_0000_usize;
+    let bases: Vec<usize> =
+        (0..n).map(|p| if random && p != 0 { 0x1000_0000_0000 + (rng.next() as usize % 1_000_000) * HEAP } else { base }).collect();
     let mut rank_of_pe: Vec<i32> = (0..n as i32).collect();
     if random {
         for i in (1..n).rev() {

@@ -14,13 +14,13 @@
 //! The types have Rust names; cbindgen writes their C names (`cbindgen.toml`).
 
 use crate::discovery::{self, Source, StateRef};
-use crate::status::{Error, Result, Status};
-use upcxx_extra_nvshmem_macros::export;
-use crate::publish;
 use crate::peers::PeerSpec;
+use crate::publish;
+use crate::status::{Error, Result, Status};
 use crate::table::{Heap, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
+use upcxx_extra_nvshmem_macros::export;
 
 /// A description of the local symmetric heap.
 #[repr(C)]
@@ -93,7 +93,6 @@ pub struct Location {
     /// True when `address` is a device address (CUMODULE).
     pub is_device_address: bool,
 }
-
 
 #[inline(always)]
 fn nonnull<T>(p: *const T, what: &'static str) -> Result<()> {
@@ -438,10 +437,7 @@ extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *m
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
-    u32::try_from(status)
-        .ok()
-        .and_then(Status::from_u32)
-        .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
+    u32::try_from(status).ok().and_then(Status::from_u32).map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
 }
 
 /// The detail of the last failure on this thread (names the function, address, heap range, PE).

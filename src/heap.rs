@@ -88,7 +88,6 @@ impl Heap {
     }
 }
 
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::Source;

@@ -34,4 +34,3 @@ extern "C" fn on_load() {
 #[allow(unsafe_code)] // the .init_array entry (load-time resolution)
 #[unsafe(link_section = ".init_array")]
 static ON_LOAD: extern "C" fn() = on_load;
-

@@ -9,8 +9,8 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::status::Result;
 use crate::nvshmem_lib;
+use crate::status::Result;
 use crate::table::TABLE;
 
 type PtrFn = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;

@@ -44,19 +44,10 @@ impl Peers {
         let mut pe_of_rank = vec![u32::MAX; n];
         for (pe, s) in specs.iter().enumerate() {
             if s.rank < 0 || s.rank as usize >= n {
-                crate::fail!(
-                    BadRank,
-                    "PE {pe} maps to rank {}, not in [0, {n}) (ranks must be a permutation of the PEs)",
-                    s.rank
-                );
+                crate::fail!(BadRank, "PE {pe} maps to rank {}, not in [0, {n}) (ranks must be a permutation of the PEs)", s.rank);
             }
             if s.base == 0 || s.base.checked_add(heap.size).is_none() {
-                crate::fail!(
-                    InvalidArgument,
-                    "PE {pe} has heap base 0x{:x}, which cannot hold a 0x{:x}-byte heap",
-                    s.base,
-                    heap.size
-                );
+                crate::fail!(InvalidArgument, "PE {pe} has heap base 0x{:x}, which cannot hold a 0x{:x}-byte heap", s.base, heap.size);
             }
             let slot = &mut pe_of_rank[s.rank as usize];
             if *slot != u32::MAX {
@@ -81,16 +72,7 @@ mod tests {
     use crate::status::Status;
 
     fn heap(n: i32) -> Heap {
-        Heap {
-            base: 0x10000,
-            size: 0x1000,
-            mapped_size: 0x800,
-            my_pe: 0,
-            n_pes: n,
-            device: 3,
-            version: (3, 4, 5),
-            source: Source::Manual,
-        }
+        Heap { base: 0x10000, size: 0x1000, mapped_size: 0x800, my_pe: 0, n_pes: n, device: 3, version: (3, 4, 5), source: Source::Manual }
     }
 
     fn spec(rank: i32, base: usize) -> PeerSpec {

@@ -5,8 +5,8 @@
 use crate::discovery;
 use crate::discovery::Source;
 use crate::layout::StateFields;
-use crate::status::{Result, Status};
 use crate::peers::{PeerSpec, Peers};
+use crate::status::{Result, Status};
 use crate::table::{Heap, TABLE};
 
 /// Discovers the heap now and publishes it (keeping the peer table when the heap is unchanged,
@@ -79,13 +79,9 @@ pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>
         crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
     }
     let mut bytes = vec![0u8; n * 8];
-    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote)
-        .map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
+    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
     let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
-    let specs: Vec<PeerSpec> = bytes
-        .chunks_exact(8)
-        .zip(ranks)
-        .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
-        .collect();
+    let specs: Vec<PeerSpec> =
+        bytes.chunks_exact(8).zip(ranks).map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) }).collect();
     TABLE.set_peers(&Peers::new(&heap, &specs)?)
 }

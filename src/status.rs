@@ -206,9 +206,7 @@ pub fn last_error() -> String {
 
 /// Pointer to this thread's last error message (valid until the next failing call on this thread).
 pub fn last_error_ptr() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ptr())
-        .unwrap_or(c"".as_ptr())
+    LAST_ERROR.try_with(|slot| slot.borrow().as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 /// The panic boundary. Every exported function's body runs inside it (the `#[export]` macro of

@@ -18,7 +18,7 @@
 //! memory. The pool holds at most what the largest tables needed (about twice the largest
 //! table, for growing sizes).
 //!
-//! Each direction has one translation ([`Snapshot::to_pe`], [`Snapshot::from_rank`]), a pure
+//! Each direction has one translation ([`Snapshot::sym_to_pe`], [`Snapshot::rank_to_sym`]), a pure
 //! function of one read: the hot paths make one attempt with it, the slow paths retry it and,
 //! when it refuses, explain why from the same read.
 //!
@@ -224,7 +224,7 @@ struct View {
     heap_size: usize,
 }
 
-/// A refusal of [`Snapshot::from_rank`]: the rank's PE and that PE's base (0, 0 when the rank is
+/// A refusal of [`Snapshot::rank_to_sym`]: the rank's PE and that PE's base (0, 0 when the rank is
 /// not in the table), for the explanation.
 #[derive(Clone, Copy, Debug)]
 pub struct Refused {
@@ -272,7 +272,7 @@ impl Snapshot<'_> {
     /// bytes at `sym` (0: the address alone) inside the local heap and the bound; their offset.
     /// The one bound check of this direction. Read with [`Map::RankOfPe`].
     #[inline(always)]
-    fn to_pe(&self, sym: usize, len: usize, pe: i32) -> Option<usize> {
+    fn sym_to_pe(&self, sym: usize, len: usize, pe: i32) -> Option<usize> {
         if (pe as u32) >= self.live_n {
             return None;
         }
@@ -285,7 +285,7 @@ impl Snapshot<'_> {
         Some(off)
     }
 
-    /// The rank of PE `pe` (< `live_n`, after [`Snapshot::to_pe`]).
+    /// The rank of PE `pe` (< `live_n`, after [`Snapshot::sym_to_pe`]).
     #[inline(always)]
     #[allow(unsafe_code)]
     fn rank_of(&self, pe: i32) -> u32 {
@@ -298,7 +298,7 @@ impl Snapshot<'_> {
         }
     }
 
-    /// `sym` (at offset `off` in the local heap, after [`Snapshot::to_pe`]) on PE `pe`.
+    /// `sym` (at offset `off` in the local heap, after [`Snapshot::sym_to_pe`]) on PE `pe`.
     #[inline(always)]
     #[allow(unsafe_code)]
     fn global(&self, sym: usize, off: usize, pe: i32) -> Global {
@@ -327,7 +327,7 @@ impl Snapshot<'_> {
     /// address, PE). The one bound check of this direction. Read with [`Map::PeOfRank`].
     #[inline(always)]
     #[allow(unsafe_code)]
-    fn from_rank(&self, rank: i32, raw: usize, len: usize) -> std::result::Result<(usize, i32), Refused> {
+    fn rank_to_sym(&self, rank: i32, raw: usize, len: usize) -> std::result::Result<(usize, i32), Refused> {
         let n = self.live_n;
         if (rank as u32) >= n {
             return Err(Refused { pe: 0, base: 0 });
@@ -412,31 +412,31 @@ impl Table {
     /// (then [`Table::to_global`] retries and says why).
     #[inline(always)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        self.try_read(Map::RankOfPe, |s| s.to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)))
+        self.try_read(Map::RankOfPe, |s| s.sym_to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)))
     }
 
     /// The hot path of `from_global`: one attempt, None on any refusal or a race with a writer.
     #[inline(always)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
-        self.try_read(Map::PeOfRank, |s| s.from_rank(rank, raw, 0).ok())
+        self.try_read(Map::PeOfRank, |s| s.rank_to_sym(rank, raw, 0).ok())
     }
 
     /// The hot path of `to_offset`: one attempt, None on any refusal or a race with a writer.
     #[inline(always)]
     pub fn try_to_offset(&self, sym: usize, len: usize, pe: i32) -> Option<(i32, usize)> {
-        self.try_read(Map::RankOfPe, |s| s.to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)))
+        self.try_read(Map::RankOfPe, |s| s.sym_to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)))
     }
 
     /// `sym` (an address in my heap) on PE `pe`, or why not (from the same read).
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
-        self.read(Map::RankOfPe, |s| s.to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)).ok_or_else(|| s.view()))
+        self.read(Map::RankOfPe, |s| s.sym_to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)).ok_or_else(|| s.view()))
             .map_err(|v| to_error(sym, 0, pe, &v))
     }
 
     /// The rank of PE `pe` and the offset of `sym` in the local heap, with the `len` bytes at
     /// `sym` (0: the address alone) inside the heap and the bound; or why not.
     pub fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Result<(i32, usize)> {
-        self.read(Map::RankOfPe, |s| s.to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)).ok_or_else(|| s.view()))
+        self.read(Map::RankOfPe, |s| s.sym_to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)).ok_or_else(|| s.view()))
             .map_err(|v| to_error(sym, len, pe, &v))
     }
 
@@ -448,7 +448,7 @@ impl Table {
     /// The `len` bytes at `raw` on rank `rank` (0: the address alone) as `(symmetric address in
     /// my heap, PE, my PE)`, or why not: one read (`local_ptr` compares the PE with mine).
     pub fn from_global_range(&self, rank: i32, raw: usize, len: usize) -> Result<(usize, i32, i32)> {
-        self.read(Map::PeOfRank, |s| match s.from_rank(rank, raw, len) {
+        self.read(Map::PeOfRank, |s| match s.rank_to_sym(rank, raw, len) {
             Ok((sym, pe)) => Ok((sym, pe, s.my_pe())),
             Err(r) => Err((r, s.view())),
         })
@@ -666,7 +666,7 @@ fn beyond(at: &str, len: usize, off: usize, pe_base: usize, who: &str, v: &View)
     Error::new(Status::OutOfHeap, message)
 }
 
-/// Why [`Snapshot::to_pe`] refused.
+/// Why [`Snapshot::sym_to_pe`] refused.
 #[cold]
 fn to_error(sym: usize, len: usize, pe: i32, v: &View) -> Error {
     if v.n == 0 {
@@ -682,7 +682,7 @@ fn to_error(sym: usize, len: usize, pe: i32, v: &View) -> Error {
     Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", v.n))
 }
 
-/// Why [`Snapshot::from_rank`] refused.
+/// Why [`Snapshot::rank_to_sym`] refused.
 #[cold]
 fn from_error(rank: i32, raw: usize, len: usize, r: Refused, v: &View) -> Error {
     if v.n == 0 {
@@ -776,10 +776,18 @@ mod tests {
         assert_eq!(t.from_global_range(1, 0x50010, 0xff0).unwrap(), (0x10010, 1, 0));
         let e = t.from_global_range(1, 0x50010, 0xff1).unwrap_err();
         assert_eq!(e.status, Status::OutOfHeap);
-        assert!(e.message.contains("the 4081 bytes at 0x50010 on rank 1 run past the end of the symmetric heap [0x50000, 0x51000) of PE 1"), "{}", e.message);
+        assert!(
+            e.message.contains("the 4081 bytes at 0x50010 on rank 1 run past the end of the symmetric heap [0x50000, 0x51000) of PE 1"),
+            "{}",
+            e.message
+        );
         t.set_extent(0x20).unwrap();
         let e = t.from_global_range(1, 0x50010, 0x11).unwrap_err();
-        assert!(e.message.contains("run past the 32 bytes made addressable (set_extent) of PE 1's heap [0x50000, 0x51000)"), "{}", e.message);
+        assert!(
+            e.message.contains("run past the 32 bytes made addressable (set_extent) of PE 1's heap [0x50000, 0x51000)"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

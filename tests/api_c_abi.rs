@@ -184,7 +184,11 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1023), 0, &mut g) }, Status::Ok);
     assert_eq!((g.rank, g.raw as usize), (1, other + 1023));
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1024), 0, &mut g) }, Status::OutOfHeap);
-    assert!(last().contains(&format!("address 0x{:x} runs past the 1024 bytes made addressable (set_extent) {range}", at(1024) as usize)), "{}", last());
+    assert!(
+        last().contains(&format!("address 0x{:x} runs past the 1024 bytes made addressable (set_extent) {range}", at(1024) as usize)),
+        "{}",
+        last()
+    );
 
     let (mut sym, mut pe) = (std::ptr::null_mut(), -1);
     assert_eq!(unsafe { upcxx_extra_nvshmem_from_global_ptr(1, (other + 1023) as *const c_void, &mut sym, &mut pe) }, Status::Ok);
@@ -203,7 +207,10 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
     assert_eq!(local as *const c_void, at(1000));
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(1000), 25, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
     assert!(last().contains("the 25 bytes at") && last().contains("made addressable (set_extent)"), "{}", last());
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, (other + 1024) as *const c_void, 0, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(1, (other + 1024) as *const c_void, 0, &mut local, null, std::ptr::null_mut()) },
+        Status::OutOfHeap
+    );
 
     // Kept by set_peers; 0 lifts it; the heap's own size is the same as none.
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);

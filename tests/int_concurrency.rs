@@ -43,8 +43,7 @@ fn attach() {
 }
 
 fn set_table(k: usize) {
-    let peers: Vec<Peer> =
-        (0..N).map(|pe| Peer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
+    let peers: Vec<Peer> = (0..N).map(|pe| Peer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(N as i32, peers.as_ptr()) }, Status::Ok);
 }
 
@@ -94,7 +93,12 @@ fn pin(cpu: Option<usize>) {
 }
 
 /// `count` pinned reader threads (reader i on `core(i + 1)`), each with its own seed.
-fn spawn_readers(count: usize, stop: &Arc<AtomicBool>, seed: u64, core: &dyn Fn(usize) -> Option<usize>) -> Vec<std::thread::JoinHandle<Worker>> {
+fn spawn_readers(
+    count: usize,
+    stop: &Arc<AtomicBool>,
+    seed: u64,
+    core: &dyn Fn(usize) -> Option<usize>,
+) -> Vec<std::thread::JoinHandle<Worker>> {
     (0..count as u64)
         .map(|i| {
             let s = stop.clone();
@@ -287,7 +291,8 @@ fn translate_while_tables_swap() {
     // detaches and re-attaches the heap. They run in `rounds` rounds of `run / rounds` each, in
     // an order that rotates every round, so that the machine's drift (clock boost spent, power
     // limits) falls on every kind alike instead of on the phases that happen to run last.
-    const KINDS: [(&str, usize, Option<fn(&AtomicBool) -> u64>); 5] = [
+    type Writer = fn(&AtomicBool) -> u64;
+    const KINDS: [(&str, usize, Option<Writer>); 5] = [
         ("lone", 1, None),
         ("free", 16, None),
         ("control", 16, Some(private_writer)),

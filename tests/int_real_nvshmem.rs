@@ -64,7 +64,10 @@ fn child_process_checks() {
     let expected = 0x10000 + loc.symbol_size as u32;
     assert_eq!(upcxx_extra_nvshmem::layout::check_version(expected, Some(loc.symbol_size)), Ok(loc.symbol_size));
     assert!(upcxx_extra_nvshmem::layout::check_version(expected + 8, Some(loc.symbol_size)).is_err());
-    println!("symtab: address {:p} st_size {} version field 0x{:x} (expects 0x{expected:x} after init)", loc.address, loc.symbol_size, loc.version_field);
+    println!(
+        "symtab: address {:p} st_size {} version field 0x{:x} (expects 0x{expected:x} after init)",
+        loc.address, loc.symbol_size, loc.version_field
+    );
 
     // Step 1: not exported (LOCAL). Step 3: needs a GPU and an initialised NVSHMEM.
     assert_eq!(status(unsafe { upcxx_extra_nvshmem_locate(1, &mut loc) }), Status::StepUnavailable);

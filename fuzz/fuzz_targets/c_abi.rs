@@ -356,26 +356,63 @@ enum RangeLen {
 
 #[derive(Arbitrary, Debug, Clone)]
 enum Op {
-    Attach { desc: HeapDesc, nulls: u8 },
+    Attach {
+        desc: HeapDesc,
+        nulls: u8,
+    },
     /// attach the model's heap again (the table must be dropped).
     Reattach,
     Detach,
     SetPeers(PeersDesc),
-    ToGlobal { sym: AddrSel, pe: IdxSel, nulls: u8 },
-    FromGlobal { rank: IdxSel, of_pe: Option<IdxSel>, peer: IdxSel, raw: AddrSel, nulls: u8 },
-    Offset { addr: AddrSel, nulls: u8 },
+    ToGlobal {
+        sym: AddrSel,
+        pe: IdxSel,
+        nulls: u8,
+    },
+    FromGlobal {
+        rank: IdxSel,
+        of_pe: Option<IdxSel>,
+        peer: IdxSel,
+        raw: AddrSel,
+        nulls: u8,
+    },
+    Offset {
+        addr: AddrSel,
+        nulls: u8,
+    },
     SetExtent(ExtentSel),
-    ToOffset { sym: AddrSel, len: RangeLen, pe: IdxSel, nulls: u8 },
+    ToOffset {
+        sym: AddrSel,
+        len: RangeLen,
+        pe: IdxSel,
+        nulls: u8,
+    },
     /// Every edge of the heap on PE `pe`, both directions, and the round trip.
-    Sweep { pe: IdxSel },
-    HeapQuery { nulls: u8 },
-    TableBytes { nulls: u8 },
+    Sweep {
+        pe: IdxSel,
+    },
+    HeapQuery {
+        nulls: u8,
+    },
+    TableBytes {
+        nulls: u8,
+    },
     SelectSource(IntSel),
-    Locate { source: IntSel, nulls: u8 },
+    Locate {
+        source: IntSel,
+        nulls: u8,
+    },
     Strerror(IntSel),
-    ReportBuffer { len: LenSel, nulls: u8 },
-    Report { nulls: u8 },
-    SetPeersFromNvshmem { nulls: u8 },
+    ReportBuffer {
+        len: LenSel,
+        nulls: u8,
+    },
+    Report {
+        nulls: u8,
+    },
+    SetPeersFromNvshmem {
+        nulls: u8,
+    },
     LastError,
     Version,
 }
@@ -506,12 +543,7 @@ impl Model {
             return Err(BAD_PE);
         }
         let i = pe as usize;
-        Ok(Gptr {
-            rank: p.rank_of_pe[i],
-            device: if pe == h.my_pe { h.device } else { -1 },
-            raw: (p.bases[i] + off) as *mut c_void,
-            pe,
-        })
+        Ok(Gptr { rank: p.rank_of_pe[i], device: if pe == h.my_pe { h.device } else { -1 }, raw: (p.bases[i] + off) as *mut c_void, pe })
     }
 
     fn from_global(&self, rank: c_int, raw: usize) -> Result<(usize, c_int), c_int> {
@@ -754,9 +786,7 @@ fn last_error_names(addr: usize) -> bool {
     // SAFETY: the library returns a NUL-terminated string.
     let msg = unsafe { CStr::from_ptr(p) }.to_bytes();
     // The address must not run on into more hex digits.
-    msg.windows(needle.len())
-        .enumerate()
-        .any(|(i, w)| w == needle && !msg.get(i + needle.len()).is_some_and(|c| c.is_ascii_hexdigit()))
+    msg.windows(needle.len()).enumerate().any(|(i, w)| w == needle && !msg.get(i + needle.len()).is_some_and(|c| c.is_ascii_hexdigit()))
 }
 
 fn last_error_text() -> String {
@@ -1093,11 +1123,7 @@ fn step(model: &mut Model, op: Op) {
             let outp = if null_out { null_mut() } else { &mut out as *mut CHeapInfo };
             // SAFETY: outp is NULL or points to a local.
             let st = unsafe { c::heap_query()(outp) };
-            let want = if null_out {
-                Err(NULL_ARGUMENT)
-            } else {
-                model.heap.ok_or(NOT_LOADED)
-            };
+            let want = if null_out { Err(NULL_ARGUMENT) } else { model.heap.ok_or(NOT_LOADED) };
             model.status("upcxx_extra_nvshmem_heap_query", st, want.map_or_else(|e| e, |_| OK));
             match want {
                 Ok(h) => {

@@ -160,10 +160,10 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
         }
     });
     let body = &f.block;
-    f.block = Box::new(syn::parse2(quote!({
+    *f.block = syn::parse2(quote!({
         #record
         crate::status::guarded(#name, move || #body)
-    }))?);
+    }))?;
     // The one allowance of `unsafe_code` for `no_mangle` (and for the body's pointer writes).
     f.attrs.push(syn::parse_quote!(#[allow(unsafe_code)]));
     Ok(quote!(#f))
