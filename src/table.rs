@@ -202,7 +202,7 @@ enum Map {
 /// (`live_n`) and the array pointers were checked to come from one table, so every index below
 /// the bound is inside the arrays; the other fields are loaded on use, and the read's closing
 /// check covers everything loaded.
-pub struct Snapshot<'t> {
+struct Snapshot<'t> {
     t: &'t Table,
     live_n: u32,
     bases: *const AtomicUsize,
@@ -227,7 +227,7 @@ struct View {
 /// A refusal of [`Snapshot::rank_to_sym`]: the rank's PE and that PE's base (0, 0 when the rank is
 /// not in the table), for the explanation.
 #[derive(Clone, Copy, Debug)]
-pub struct Refused {
+struct Refused {
     pe: u32,
     base: usize,
 }
@@ -296,6 +296,18 @@ impl Snapshot<'_> {
             // SAFETY: pe < live_n <= the capacity of the array published with it (`try_read`).
             unsafe { (*self.map.add(pe as usize)).load(Ordering::Relaxed) }
         }
+    }
+
+    /// `to_global`: `sym` (an address in my heap) on PE `pe`.
+    #[inline(always)]
+    fn to_global(&self, sym: usize, pe: i32) -> Option<Global> {
+        self.sym_to_pe(sym, 0, pe).map(|off| self.global(sym, off, pe))
+    }
+
+    /// `to_offset`: the rank of PE `pe` and the offset of the `len` bytes at `sym`.
+    #[inline(always)]
+    fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Option<(i32, usize)> {
+        self.sym_to_pe(sym, len, pe).map(|off| (self.rank_of(pe) as i32, off))
     }
 
     /// `sym` (at offset `off` in the local heap, after [`Snapshot::sym_to_pe`]) on PE `pe`.
@@ -412,7 +424,7 @@ impl Table {
     /// (then [`Table::to_global`] retries and says why).
     #[inline(always)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        self.try_read(Map::RankOfPe, |s| s.sym_to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)))
+        self.try_read(Map::RankOfPe, |s| s.to_global(sym, pe))
     }
 
     /// The hot path of `from_global`: one attempt, None on any refusal or a race with a writer.
@@ -424,20 +436,18 @@ impl Table {
     /// The hot path of `to_offset`: one attempt, None on any refusal or a race with a writer.
     #[inline(always)]
     pub fn try_to_offset(&self, sym: usize, len: usize, pe: i32) -> Option<(i32, usize)> {
-        self.try_read(Map::RankOfPe, |s| s.sym_to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)))
+        self.try_read(Map::RankOfPe, |s| s.to_offset(sym, len, pe))
     }
 
     /// `sym` (an address in my heap) on PE `pe`, or why not (from the same read).
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
-        self.read(Map::RankOfPe, |s| s.sym_to_pe(sym, 0, pe).map(|off| s.global(sym, off, pe)).ok_or_else(|| s.view()))
-            .map_err(|v| to_error(sym, 0, pe, &v))
+        self.read(Map::RankOfPe, |s| s.to_global(sym, pe).ok_or_else(|| s.view())).map_err(|v| to_error(sym, 0, pe, &v))
     }
 
     /// The rank of PE `pe` and the offset of `sym` in the local heap, with the `len` bytes at
     /// `sym` (0: the address alone) inside the heap and the bound; or why not.
     pub fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Result<(i32, usize)> {
-        self.read(Map::RankOfPe, |s| s.sym_to_pe(sym, len, pe).map(|off| (s.rank_of(pe) as i32, off)).ok_or_else(|| s.view()))
-            .map_err(|v| to_error(sym, len, pe, &v))
+        self.read(Map::RankOfPe, |s| s.to_offset(sym, len, pe).ok_or_else(|| s.view())).map_err(|v| to_error(sym, len, pe, &v))
     }
 
     /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`, or why not.
