@@ -472,7 +472,6 @@ struct Model {
     ref_heap: (usize, usize),
     /// This thread's last error text, as the library must show it.
     last_error: Vec<u8>,
-    report_need: usize,
 }
 
 /// The rules of `Heap::check`, in its order.
@@ -978,19 +977,8 @@ fn run(data: &[u8]) {
     // Every input starts from a detached library, so inputs replay alone.
     // SAFETY: no arguments.
     assert_eq!(unsafe { c::detach()() }, OK);
-    let mut model = Model {
-        heap: None,
-        peers: None,
-        extent: 0,
-        ref_heap: (host().as_ptr() as usize, 4096),
-        last_error: last_error_bytes(),
-        report_need: {
-            static NEED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-            *NEED.get_or_init(report_text_len)
-        },
-    };
-    // The probe above failed on purpose: refresh what last_error must show.
-    model.last_error = last_error_bytes();
+    let mut model =
+        Model { heap: None, peers: None, extent: 0, ref_heap: (host().as_ptr() as usize, 4096), last_error: last_error_bytes() };
 
     while !u.is_empty() {
         let Ok(op) = Op::arbitrary(&mut u) else { break };
@@ -1197,7 +1185,10 @@ fn step(model: &mut Model, op: Op) {
             assert!(last_error_is(&model.last_error), "strerror changed last_error");
         }
         Op::ReportBuffer { len, nulls } => {
-            let need = model.report_need;
+            // The report's size depends on the state (a heap attached by hand is described in
+            // it): ask for it now. The probe fails on purpose; last_error follows it.
+            let need = report_text_len();
+            model.last_error = last_error_bytes();
             let len = match len {
                 LenSel::Zero => 0,
                 LenSel::Small(x) => x as usize % (need + 32),
