@@ -27,12 +27,26 @@ fn main() {
         v("CARGO_PKG_VERSION_PATCH"),
         v("CARGO_PKG_VERSION")
     ));
+    let mut text = Vec::new();
     cbindgen::Builder::new()
         .with_crate(&crate_dir)
-        .with_config(config)
+        .with_config(config.clone())
         .generate()
         .expect("cbindgen could not generate the header")
-        .write_to_file(&out);
+        .write(&mut text);
+    let mut text = String::from_utf8(text).expect("the header is UTF-8");
+    // The C enum values are named after their type without its `_t`: cbindgen's prefix
+    // (`prefix_with_name`) is the whole C type name, so `_T_` goes here. Every C enum's values
+    // must have had it (else the rule above changed, and this must be looked at again).
+    for c_name in config.export.rename.values().filter(|c| c.ends_with("_t")) {
+        let upper = c_name.to_uppercase();
+        let (with_t, without) = (format!("{upper}_"), format!("{}_", &upper[..upper.len() - 2]));
+        if text.contains(&format!("typedef enum {c_name} ")) {
+            assert!(text.contains(&with_t), "no value of enum {c_name} starts with {with_t}");
+            text = text.replace(&with_t, &without);
+        }
+    }
+    std::fs::write(&out, &text).expect("write the header");
     if std::env::var_os("UPCXX_EXTRA_NVSHMEM_BLESS").is_some() {
         std::fs::copy(&out, format!("{crate_dir}/include/upcxx_extra_nvshmem.h")).expect("bless header");
     }

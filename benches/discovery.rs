@@ -26,7 +26,12 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("discovery");
     for root in roots() {
         let lib = root.join("lib/libnvshmem_host.so.3");
-        let release = root.parent().and_then(|p| p.parent()).and_then(|p| p.file_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let release = root
+            .parent()
+            .and_then(|p| p.parent())
+            .and_then(|p| p.file_name())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let size_mb = std::fs::metadata(&lib).map(|m| m.len() / 1_000_000).unwrap_or(0);
         let id = |what: &str| BenchmarkId::new(what, format!("{release} ({size_mb} MB)"));
         g.bench_function(id("stat_baseline"), |b| b.iter(|| black_box(std::fs::metadata(&lib).unwrap().len())));
@@ -37,7 +42,9 @@ fn bench(c: &mut Criterion) {
         let c = CString::new(lib.to_str().unwrap()).unwrap();
         let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         assert!(!h.is_null());
-        g.bench_function(id("locate_symtab_repeated"), |b| b.iter(|| black_box(discovery::locate(Some(discovery::Step::Symtab)).unwrap().version_field)));
+        g.bench_function(id("locate_symtab_repeated"), |b| {
+            b.iter(|| black_box(discovery::locate(Some(discovery::Step::Symtab)).unwrap().version_field))
+        });
         unsafe { libc::dlclose(h) };
     }
     g.finish();

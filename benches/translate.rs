@@ -33,15 +33,16 @@ struct Setup {
 
 fn setup(n: usize, random: bool) -> Setup {
     let mut rng = Lcg(42 + n as u64);
-    let base = 0x4200_0000_0usize;
-    let bases: Vec<usize> = (0..n).map(|p| if random && p != 0 { 0x1000_0000_0000 + (rng.next() as usize % 1_000_000) * HEAP } else { base }).collect();
+    let base = 0x4_2000_0000_usize;
+    let bases: Vec<usize> =
+        (0..n).map(|p| if random && p != 0 { 0x1000_0000_0000 + (rng.next() as usize % 1_000_000) * HEAP } else { base }).collect();
     let mut rank_of_pe: Vec<i32> = (0..n as i32).collect();
     if random {
         for i in (1..n).rev() {
             rank_of_pe.swap(i, rng.next() as usize % (i + 1));
         }
     }
-    let info = UpcxxExtraNvshmemHeapInfo {
+    let info = HeapInfo {
         base: base as *mut c_void,
         size: HEAP,
         mapped_size: HEAP,
@@ -55,7 +56,7 @@ fn setup(n: usize, random: bool) -> Setup {
     };
     unsafe {
         assert_eq!(upcxx_extra_nvshmem_attach(&info) as i32, 0);
-        let peers: Vec<UpcxxExtraNvshmemPeer> = (0..n).map(|p| UpcxxExtraNvshmemPeer { rank: rank_of_pe[p], base: bases[p] as *mut c_void }).collect();
+        let peers: Vec<Peer> = (0..n).map(|p| Peer { rank: rank_of_pe[p], base: bases[p] as *mut c_void }).collect();
         assert_eq!(upcxx_extra_nvshmem_set_peers(n as i32, peers.as_ptr()) as i32, 0);
     }
     let pes = (0..LANES).map(|_| (rng.next() as usize % n) as i32).collect();
@@ -81,7 +82,7 @@ fn bench(c: &mut Criterion) {
             });
             g.bench_function(id("to_global_ptr"), |b| {
                 let mut i = 0usize;
-                let mut out = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+                let mut out = GlobalPtr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
                 b.iter(|| {
                     i = (i + 1) & (LANES - 1);
                     let st = unsafe { upcxx_extra_nvshmem_to_global_ptr((s.base + s.offs[i]) as *const c_void, s.pes[i], &mut out) };

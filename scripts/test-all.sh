@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test of upcxx-extra-nvshmem, no GPU needed. It installs nothing: first
 # `bash scripts/install-deps.sh` (what .ci/run does); without Rust it stops at once with the command.
-#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests; the loom model (loom/);
-#      the installers (re-run, without Rust, the users' part)
+#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests, cargo fmt --check and
+#      clippy -D warnings; the loom model (loom/); the installers (re-run, without Rust, the users' part)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -111,6 +111,17 @@ if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   # The boundary macro's doctests: an export without `#[export]` must fail to compile.
   step "C ABI macros (export without the boundary does not compile)" cargo test --locked -p upcxx-extra-nvshmem-macros || true
   step "benches build (cargo check --benches)" cargo check --locked --benches || true
+  # Formatting (rustfmt.toml) and lints, -D warnings: the library and macros/, and loom/ as
+  # the model compiles it.
+  # (rustup's minimal profile has neither tool: `rustup component add rustfmt clippy`.)
+  rust_fmt() { cargo fmt --all -- --check && (cd loom && cargo fmt -- --check) && (cd fuzz && cargo fmt -- --check); }
+  rust_clippy() {
+    cargo clippy --workspace --all-targets --locked -- -D warnings &&
+      RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$CARGO_TARGET_DIR/loom" \
+        cargo clippy --all-targets --locked --manifest-path loom/Cargo.toml -- -D warnings
+  }
+  step "cargo fmt --check (workspace, loom, fuzz)" rust_fmt || true
+  step "cargo clippy -D warnings (library, macros; loom under --cfg loom)" rust_clippy || true
 fi
 
 # 1a. The loom model of the table's concurrency protocol (loom/): every interleaving of a reader

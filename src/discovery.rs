@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use crate::heap::{Heap, Source, UpcxxExtraNvshmemSource};
+pub use crate::heap::{Heap, Source};
 
 /// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,11 +198,7 @@ fn read_host_prefix(addr: usize) -> [u8; PREFIX_LEN] {
 
 fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what: &str) -> Result<(StateRef, u32)> {
     if !lib.contains_writable(addr, PREFIX_LEN) {
-        crate::fail!(
-            UnsupportedLayout,
-            "{what} at 0x{addr:x} is not inside a loaded writable segment of {}",
-            lib.path.display()
-        );
+        crate::fail!(UnsupportedLayout, "{what} at 0x{addr:x} is not inside a loaded writable segment of {}", lib.path.display());
     }
     if let Some(sz) = symbol_size {
         if sz < PREFIX_LEN {
@@ -225,19 +221,13 @@ pub const NOT_EXPORTED: &str = " (dlsym cannot see it)";
 
 fn step_dlsym(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     let state_exported = !lib.dlsym(c"nvshmemi_state").is_null();
-    let note = if state_exported {
-        "nvshmemi_state is exported but its layout is private: not read"
-    } else {
-        "nvshmemi_state is not exported"
-    };
+    let note =
+        if state_exported { "nvshmemi_state is exported but its layout is private: not read" } else { "nvshmemi_state is not exported" };
     let p = lib.dlsym(c"nvshmemi_device_state") as usize;
     if p == 0 {
         crate::fail!(StepUnavailable, "nvshmemi_device_state is not exported by {}{NOT_EXPORTED}; {note}", lib.path.display());
     }
-    let size = elf::lookup(&lib.path, &["nvshmemi_device_state"])
-        .ok()
-        .and_then(|l| l.symbols[0])
-        .map(|s| s.size as usize);
+    let size = elf::lookup(&lib.path, &["nvshmemi_device_state"]).ok().and_then(|l| l.symbols[0]).map(|s| s.size as usize);
     let (state, version) = host_state(lib, p, size, "dlsym(nvshmemi_device_state)")?;
     Ok((state, version, format!("dlsym(nvshmemi_device_state) = 0x{p:x}; {note}")))
 }
@@ -303,7 +293,10 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
                 crate::fail!(CudaError, "no current CUDA context on this thread (the public route loads a module)");
             }
             let Some((major, minor, patch)) = lib.version() else {
-                crate::fail!(StepUnavailable, "nvshmem_info_get_name gives no release version for the module's nvshmemi_device_lib_version_d");
+                crate::fail!(
+                    StepUnavailable,
+                    "nvshmem_info_get_name gives no release version for the module's nvshmemi_device_lib_version_d"
+                );
             };
             let module = cuda::Module::load_ptx(&cumodule_ptx(major, minor, patch)).map_err(|m| Error::new(Status::CudaError, m))?;
             // SAFETY: public NVSHMEM API on a module we loaded.
@@ -326,7 +319,11 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     if claimed > CUMODULE_STATE_BYTES {
         crate::fail!(UnsupportedLayout, "the state claims {claimed} bytes, more than the module's {CUMODULE_STATE_BYTES}");
     }
-    Ok((state, fields.version, format!("nvshmemx_cumodule_init filled nvshmemi_device_state_d at device 0x{:x}, version 0x{:x}", state.address(), fields.version)))
+    Ok((
+        state,
+        fields.version,
+        format!("nvshmemx_cumodule_init filled nvshmemi_device_state_d at device 0x{:x}, version 0x{:x}", state.address(), fields.version),
+    ))
 }
 
 fn run_step(lib: &LoadedLibrary, step: Step) -> Result<(StateRef, u32, String)> {
@@ -431,14 +428,7 @@ pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
     // SAFETY: public NVSHMEM API, safe after init.
     let (pe, npes) = unsafe { (lib.api.my_pe.map(|g| g()), lib.api.n_pes.map(|g| g())) };
     if pe.is_some_and(|p| p != f.mype) || npes.is_some_and(|n| n != f.npes) {
-        crate::fail!(
-            ValidationFailed,
-            "state says PE {} of {} but nvshmem_my_pe/nvshmem_n_pes say {:?} of {:?}",
-            f.mype,
-            f.npes,
-            pe,
-            npes
-        );
+        crate::fail!(ValidationFailed, "state says PE {} of {} but nvshmem_my_pe/nvshmem_n_pes say {:?} of {:?}", f.mype, f.npes, pe, npes);
     }
     if f.npes <= 0 || f.mype < 0 || f.mype >= f.npes {
         crate::fail!(ValidationFailed, "state says PE {} of {}", f.mype, f.npes);
@@ -458,11 +448,7 @@ pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
     ];
     for (addr, ok, what) in checks {
         if !ok {
-            crate::fail!(
-                ValidationFailed,
-                "heap [0x{base:x}, 0x{:x}) of PE {me} failed the check {what} at 0x{addr:x}",
-                base + size
-            );
+            crate::fail!(ValidationFailed, "heap [0x{base:x}, 0x{:x}) of PE {me} failed the check {what} at 0x{addr:x}", base + size);
         }
     }
     Ok(())
@@ -524,7 +510,9 @@ pub struct Location {
 pub fn locate(which: Option<Step>) -> Result<Location> {
     let lib = loaded_library()?;
     match resolve_in(lib, which) {
-        Ok(r) => Ok(Location { source: r.source, library: r.lib.path.clone(), state: r.state, version_field: r.version_field, steps: r.steps }),
+        Ok(r) => {
+            Ok(Location { source: r.source, library: r.lib.path.clone(), state: r.state, version_field: r.version_field, steps: r.steps })
+        }
         Err((e, _)) => Err(e),
     }
 }

@@ -70,6 +70,17 @@ pub fn lookup_uncached(path: &Path, names: &[&str]) -> Result<SymtabLookup, Stri
     Ok(SymtabLookup { has_symtab, symbols })
 }
 
+fn fill<'d, S: ObjectSymbol<'d>>(out: &mut [Option<FileSymbol>], names: &[&str], iter: impl Iterator<Item = S>) {
+    for sym in iter {
+        let Ok(n) = sym.name() else { continue };
+        if let Some(i) = names.iter().position(|w| *w == n) {
+            if out[i].is_none() && sym.is_definition() {
+                out[i] = Some(FileSymbol { value: sym.address(), size: sym.size(), local: sym.is_local() });
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,16 +102,5 @@ mod tests {
         assert!(lookup(&p, &["x"]).unwrap_err().contains("not a readable ELF"));
         std::fs::remove_file(&p).unwrap();
         assert!(lookup(Path::new("/nonexistent/uxn"), &["x"]).unwrap_err().contains("cannot stat"));
-    }
-}
-
-fn fill<'d, S: ObjectSymbol<'d>>(out: &mut [Option<FileSymbol>], names: &[&str], iter: impl Iterator<Item = S>) {
-    for sym in iter {
-        let Ok(n) = sym.name() else { continue };
-        if let Some(i) = names.iter().position(|w| *w == n) {
-            if out[i].is_none() && sym.is_definition() {
-                out[i] = Some(FileSymbol { value: sym.address(), size: sym.size(), local: sym.is_local() });
-            }
-        }
     }
 }

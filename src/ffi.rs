@@ -1,27 +1,31 @@
 //! The C ABI: marshalling only (policy lives in [`crate::publish`], [`crate::table`],
 //! [`crate::discovery`]). Every function is written `#[unsafe(no_mangle)] #[export] pub extern "C"
 //! fn upcxx_extra_nvshmem_...`: the `#[export]` macro runs its body inside the panic boundary
-//! ([`crate::status::guarded`]; the two translation calls: a hot path inside
-//! [`crate::status::boundary_hot`] and a slow path that is a full boundary). The crate denies
-//! `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not compile;
-//! the macro also records each export in the library, which `tests/build_exports.rs` checks.
-//! Never `#[allow(unsafe_code)]` in this file: the macro adds it. cbindgen reads these functions
-//! and types as written (their C names).
+//! ([`crate::status::guarded`]). A body evaluates to the function's return type, or for a status
+//! to a `Result<()>` (`?` works; the error is recorded, named after the function). The crate
+//! denies `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not
+//! compile; the macro also records each export in the library, which `tests/build_exports.rs`
+//! checks. Never `#[allow(unsafe_code)]` in this file: the macro adds it.
+//!
+//! The hot paths (`to_global_ptr`, `from_global_ptr`, `to_offset`): the body makes one attempt
+//! and returns `Status::Ok`, or tail-calls its slow path, a private `#[export(name = ...)]`
+//! function (a full boundary, errors named after the export) that retries and says why.
+//!
+//! The types have Rust names; cbindgen writes their C names (`cbindgen.toml`).
 
 use crate::discovery::{self, Source, StateRef};
-use crate::heap::upcxx_extra_nvshmem_source_t;
-use crate::status::{Error, Result, Status, upcxx_extra_nvshmem_status_t};
-use upcxx_extra_nvshmem_macros::export;
+use crate::peers::PeerSpec;
 use crate::publish;
-use crate::table::{Heap, PeerSpec, TABLE};
+use crate::status::{Error, Result, Status};
+use crate::table::{Heap, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
+use upcxx_extra_nvshmem_macros::export;
 
 /// A description of the local symmetric heap.
-#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct upcxx_extra_nvshmem_heap_info_t {
+pub struct HeapInfo {
     /// First byte of the heap on this PE.
     pub base: *mut c_void,
     /// Reserved size in bytes (NVSHMEM's `heap_size`; 128 GiB, 256 GiB from 3.5, under CUDA VMM).
@@ -39,14 +43,13 @@ pub struct upcxx_extra_nvshmem_heap_info_t {
     pub version_minor: c_int,
     pub version_patch: c_int,
     /// Which resolution step served (output only; `attach` ignores it and reports MANUAL).
-    pub source: upcxx_extra_nvshmem_source_t,
+    pub source: Source,
 }
 
 /// One PE's entry for `upcxx_extra_nvshmem_set_peers`, indexed by PE.
-#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct upcxx_extra_nvshmem_peer_t {
+pub struct Peer {
     /// The UPC++ rank of this PE (the ranks must be a permutation of 0..n_pes-1).
     pub rank: c_int,
     /// This PE's heap base (in its own address space).
@@ -54,10 +57,9 @@ pub struct upcxx_extra_nvshmem_peer_t {
 }
 
 /// A global pointer in UPC++ terms: the rank and the address on that rank.
-#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct upcxx_extra_nvshmem_gptr_t {
+pub struct GlobalPtr {
     /// UPC++ rank that owns the bytes.
     pub rank: c_int,
     /// CUDA device ordinal holding the bytes: known for the local PE, -1 for other PEs.
@@ -68,19 +70,18 @@ pub struct upcxx_extra_nvshmem_gptr_t {
     pub pe: c_int,
 }
 
-impl From<crate::table::Global> for upcxx_extra_nvshmem_gptr_t {
+impl From<crate::table::Global> for GlobalPtr {
     fn from(g: crate::table::Global) -> Self {
-        upcxx_extra_nvshmem_gptr_t { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
+        GlobalPtr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
     }
 }
 
 /// Where a resolution step finds NVSHMEM's state (`upcxx_extra_nvshmem_locate`).
-#[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct upcxx_extra_nvshmem_location_t {
+pub struct Location {
     /// The step that found it.
-    pub source: upcxx_extra_nvshmem_source_t,
+    pub source: Source,
     /// The NVSHMEM host library file (static storage, valid for the life of the process).
     pub library: *const c_char,
     /// Address of the state: host memory for DLSYM/SYMTAB, device memory for CUMODULE.
@@ -93,14 +94,6 @@ pub struct upcxx_extra_nvshmem_location_t {
     pub is_device_address: bool,
 }
 
-/// The Rust-style names of the C types (the C names are the ones above; cbindgen reads those).
-pub use upcxx_extra_nvshmem_gptr_t as UpcxxExtraNvshmemGptr;
-pub use upcxx_extra_nvshmem_heap_info_t as UpcxxExtraNvshmemHeapInfo;
-pub use upcxx_extra_nvshmem_location_t as UpcxxExtraNvshmemLocation;
-pub use upcxx_extra_nvshmem_peer_t as UpcxxExtraNvshmemPeer;
-pub use crate::heap::UpcxxExtraNvshmemSource;
-pub use crate::status::UpcxxExtraNvshmemStatus;
-
 #[inline(always)]
 fn nonnull<T>(p: *const T, what: &'static str) -> Result<()> {
     if p.is_null() { Err(null_argument(what)) } else { Ok(()) }
@@ -112,8 +105,8 @@ fn null_argument(what: &str) -> Error {
     Error::new(Status::NullArgument, format!("{what} is NULL"))
 }
 
-fn heap_to_info(h: &Heap) -> upcxx_extra_nvshmem_heap_info_t {
-    upcxx_extra_nvshmem_heap_info_t {
+fn heap_to_info(h: &Heap) -> HeapInfo {
+    HeapInfo {
         base: h.base as *mut c_void,
         size: h.size,
         mapped_size: h.mapped_size,
@@ -147,7 +140,7 @@ fn intern(s: &str) -> *const c_char {
 /// Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut upcxx_extra_nvshmem_heap_info_t) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut HeapInfo) -> Status {
     nonnull(out, "out")?;
     let heap = publish::query()?;
     // SAFETY: out is non-NULL and points to caller storage.
@@ -174,7 +167,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut upcxx_extra_nv
 /// serialised with the other writers (translation on other threads sees the old or the new heap).
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const upcxx_extra_nvshmem_heap_info_t) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const HeapInfo) -> Status {
     nonnull(info, "info")?;
     // SAFETY: field-wise reads; `source` (an enum a caller may have left invalid) is not read.
     let heap = unsafe {
@@ -202,8 +195,71 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const upcxx_extra_nvs
 /// threads sees the old table or none, never a mix).
 #[unsafe(no_mangle)]
 #[export]
-pub extern "C" fn upcxx_extra_nvshmem_detach() -> upcxx_extra_nvshmem_status_t {
-    TABLE.set_heap(None);
+pub extern "C" fn upcxx_extra_nvshmem_detach() -> Status {
+    TABLE.detach();
+    Status::Ok
+}
+
+/// Limits every translation (`to_global_ptr`, `from_global_ptr`, `local_ptr`, `offset`,
+/// `to_offset`) to the first `bytes` of each PE's heap: the part a PGAS layer has made
+/// addressable (the C++ layer sets the extent its UPC++ segment covers). An address, or a range's
+/// end, past it is OUT_OF_HEAP, and the message names the extent. `0` removes the limit (the
+/// default: the heap's own size). Kept by `set_peers` and `set_peers_from_nvshmem` (and by a
+/// `heap_query` that finds the same heap); cleared by `detach` and by `attach`, which replace
+/// the heap.
+///
+/// Statuses: OK; TABLE_NOT_SET (no heap is known; never runs discovery); INVALID_ARGUMENT
+/// (`bytes` larger than the heap's reserved size). Process-wide state; thread safety: any thread
+/// (a writer; translation on other threads sees the old or the new extent, lock-free).
+#[unsafe(no_mangle)]
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_set_extent(bytes: usize) -> Status {
+    TABLE.set_extent(bytes)
+}
+
+/// The UPC++ rank of PE `pe` and the offset of `sym_addr` in the local heap, with the `len`
+/// bytes at `sym_addr` checked against the local heap and the extent (`set_extent`) in one
+/// check (`len` 0 checks the address alone): what a PGAS layer needs to name the bytes on `pe`.
+///
+/// Statuses: OK; NULL_ARGUMENT (`sym_addr`, `rank` or `offset` NULL); TABLE_NOT_SET (no heap, or
+/// no peer table; never runs discovery); OUT_OF_HEAP (the address, or the range's end, outside
+/// the local heap or past the extent); BAD_PE. The outputs are written only on OK. Thread safety:
+/// any thread, lock-free, as `to_global_ptr`.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_to_offset(
+    sym_addr: *const c_void,
+    len: usize,
+    pe: c_int,
+    rank: *mut c_int,
+    offset: *mut usize,
+) -> Status {
+    if !sym_addr.is_null() && !rank.is_null() && !offset.is_null() {
+        if let Some((r, off)) = TABLE.try_to_offset(sym_addr as usize, len, pe) {
+            // SAFETY: non-NULL caller storage.
+            unsafe {
+                rank.write(r);
+                offset.write(off);
+            }
+            return Status::Ok;
+        }
+    }
+    to_offset_slow(sym_addr, len, pe, rank, offset)
+}
+
+#[cold]
+#[inline(never)]
+#[export(name = "upcxx_extra_nvshmem_to_offset")]
+extern "C" fn to_offset_slow(sym_addr: *const c_void, len: usize, pe: c_int, rank: *mut c_int, offset: *mut usize) -> Status {
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(rank, "rank")?;
+    nonnull(offset, "offset")?;
+    let (r, off) = TABLE.to_offset(sym_addr as usize, len, pe)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        rank.write(r);
+        offset.write(off);
+    }
     Ok(())
 }
 
@@ -260,7 +316,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_to_offset(
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET; OUT_OF_HEAP. Thread safety: any thread, lock-free.
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset: *mut usize) -> Status {
     nonnull(addr, "addr")?;
     nonnull(offset, "offset")?;
     let off = TABLE.offset(addr as usize)?;
@@ -279,7 +335,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
 /// safety: any thread (a writer; translation on other threads sees the old or the new table).
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const upcxx_extra_nvshmem_peer_t) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *const Peer) -> Status {
     nonnull(peers, "peers")?;
     if n_pes <= 0 {
         crate::fail!(InvalidArgument, "n_pes is {n_pes}");
@@ -302,7 +358,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 /// thread safety: any thread (a writer).
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> Status {
     publish::set_peers_from_nvshmem(|n| {
         if pe_to_rank.is_null() {
             None
@@ -319,26 +375,23 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: 
 /// OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
 /// (a sequence-locked read: the answer comes from one table even while another thread replaces it).
 #[unsafe(no_mangle)]
-#[export(slow = to_global_ptr_slow)]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(
-    sym_addr: *const c_void,
-    pe: c_int,
-    out: *mut upcxx_extra_nvshmem_gptr_t,
-) -> upcxx_extra_nvshmem_status_t {
-    // The hot path; on false (a failure, or a race with a writer) the slow path retries or says why.
-    if out.is_null() || sym_addr.is_null() {
-        return false;
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(sym_addr: *const c_void, pe: c_int, out: *mut GlobalPtr) -> Status {
+    // One attempt; on a refusal or a race with a writer the slow path retries or says why.
+    if !out.is_null() && !sym_addr.is_null() {
+        if let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) {
+            // SAFETY: non-NULL caller storage.
+            unsafe { out.write(g.into()) };
+            return Status::Ok;
+        }
     }
-    let Some(g) = TABLE.try_to_global(sym_addr as usize, pe) else { return false };
-    // SAFETY: non-NULL caller storage.
-    unsafe { out.write(g.into()) };
-    true
+    to_global_ptr_slow(sym_addr, pe, out)
 }
 
 #[cold]
 #[inline(never)]
 #[export(name = "upcxx_extra_nvshmem_to_global_ptr")]
-extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut upcxx_extra_nvshmem_gptr_t) -> upcxx_extra_nvshmem_status_t {
+extern "C" fn to_global_ptr_slow(sym_addr: *const c_void, pe: c_int, out: *mut GlobalPtr) -> Status {
     nonnull(sym_addr, "sym_addr")?;
     nonnull(out, "out")?;
     let g = TABLE.to_global(sym_addr as usize, pe)?;
@@ -366,7 +419,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
     local: *mut *mut c_void,
     sym_addr: *mut *mut c_void,
     pe: *mut c_int,
-) -> upcxx_extra_nvshmem_status_t {
+) -> Status {
     nonnull(raw, "raw")?;
     nonnull(local, "local")?;
     let (sym, p, mapped) = crate::mapping::local_ptr(rank, raw as usize, len)?;
@@ -388,29 +441,31 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (never runs discovery); BAD_RANK; OUT_OF_HEAP (`raw`
 /// outside the heap of the rank's PE). Thread safety: any thread, lock-free, as `to_global_ptr`.
 #[unsafe(no_mangle)]
-#[export(slow = from_global_ptr_slow)]
+#[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_from_global_ptr(
     rank: c_int,
     raw: *const c_void,
     sym_addr: *mut *mut c_void,
     pe: *mut c_int,
-) -> upcxx_extra_nvshmem_status_t {
-    if raw.is_null() || sym_addr.is_null() || pe.is_null() {
-        return false;
+) -> Status {
+    // One attempt; on a refusal or a race with a writer the slow path retries or says why.
+    if !raw.is_null() && !sym_addr.is_null() && !pe.is_null() {
+        if let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) {
+            // SAFETY: non-NULL caller storage.
+            unsafe {
+                sym_addr.write(sym as *mut c_void);
+                pe.write(p);
+            }
+            return Status::Ok;
+        }
     }
-    let Some((sym, p)) = TABLE.try_from_global(rank, raw as usize) else { return false };
-    // SAFETY: non-NULL caller storage.
-    unsafe {
-        sym_addr.write(sym as *mut c_void);
-        pe.write(p);
-    }
-    true
+    from_global_ptr_slow(rank, raw, sym_addr, pe)
 }
 
 #[cold]
 #[inline(never)]
 #[export(name = "upcxx_extra_nvshmem_from_global_ptr")]
-extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> upcxx_extra_nvshmem_status_t {
+extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *mut *mut c_void, pe: *mut c_int) -> Status {
     nonnull(raw, "raw")?;
     nonnull(sym_addr, "sym_addr")?;
     nonnull(pe, "pe")?;
@@ -428,10 +483,7 @@ extern "C" fn from_global_ptr_slow(rank: c_int, raw: *const c_void, sym_addr: *m
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
-    u32::try_from(status)
-        .ok()
-        .and_then(Status::from_u32)
-        .map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
+    u32::try_from(status).ok().and_then(Status::from_u32).map_or(c"unknown status".as_ptr(), |s| s.description().as_ptr())
 }
 
 /// The detail of the last failure on this thread (names the function, address, heap range, PE).
@@ -450,7 +502,7 @@ pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
 /// thread safety: any thread (affects later discoveries on every thread).
 #[unsafe(no_mangle)]
 #[export]
-pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> upcxx_extra_nvshmem_status_t {
+pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> Status {
     discovery::select(discovery::selection(source)?);
     Ok(())
 }
@@ -462,7 +514,7 @@ pub extern "C" fn upcxx_extra_nvshmem_select_source(source: c_int) -> upcxx_extr
 /// NOT_INITIALIZED and CUDA_ERROR (CUMODULE). Reads only; thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut upcxx_extra_nvshmem_location_t) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut Location) -> Status {
     nonnull(out, "out")?;
     let loc = discovery::locate(discovery::selection(source)?)?;
     let (symbol_size, device) = match loc.state {
@@ -471,7 +523,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut upc
     };
     // SAFETY: non-NULL caller storage.
     unsafe {
-        out.write(upcxx_extra_nvshmem_location_t {
+        out.write(Location {
             source: loc.source,
             library: intern(&loc.library.to_string_lossy()),
             address: loc.state.address() as *mut c_void,
@@ -489,7 +541,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_locate(source: c_int, out: *mut upc
 /// lock-free.
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> Status {
     nonnull(out, "out")?;
     let bytes = TABLE
         .table_bytes()
@@ -507,7 +559,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> upc
 /// (it may run discovery, a writer).
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> Status {
     nonnull(file, "file")?;
     let text = CString::new(crate::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
     // SAFETY: caller's open FILE*.
@@ -524,7 +576,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> up
 /// `*needed`). Thread safety: as `upcxx_extra_nvshmem_report`.
 #[unsafe(no_mangle)]
 #[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> upcxx_extra_nvshmem_status_t {
+pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> Status {
     let text = crate::report::in_process().to_text().replace('\0', "");
     let need = text.len() + 1;
     if !needed.is_null() {

@@ -7,26 +7,43 @@ use crate::status::Result;
 
 /// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
 /// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
-// `#[c_enum]` derives `Source::Dlsym`, `ALL`, `name()` ("dlsym", as the doctor prints it) and
-// `from_u32()` from this one table.
-#[upcxx_extra_nvshmem_macros::c_enum(prefix = "UPCXX_EXTRA_NVSHMEM_SOURCE_", lowercase)]
+//
+// Rust names here; cbindgen writes the C ones (`UPCXX_EXTRA_NVSHMEM_SOURCE_DLSYM`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum upcxx_extra_nvshmem_source_t {
+pub enum Source {
     /// Nothing found yet; as a selection: try every step in order (the default).
-    UPCXX_EXTRA_NVSHMEM_SOURCE_NONE = 0,
+    None = 0,
     /// Step 1: `dlsym` of `nvshmemi_device_state` in a build that exports it.
-    UPCXX_EXTRA_NVSHMEM_SOURCE_DLSYM = 1,
+    Dlsym = 1,
     /// Step 2: the `.symtab` of the loaded library file.
-    UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB = 2,
+    Symtab = 2,
     /// Step 3: the public `nvshmemx_cumodule_init` route.
-    UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE = 3,
+    Cumodule = 3,
     /// Described by hand with `upcxx_extra_nvshmem_attach`.
-    UPCXX_EXTRA_NVSHMEM_SOURCE_MANUAL = 4,
+    Manual = 4,
 }
-/// The Rust-style names of the source type (the C name is the one above).
-pub use upcxx_extra_nvshmem_source_t as UpcxxExtraNvshmemSource;
-pub use upcxx_extra_nvshmem_source_t as Source;
+
+impl Source {
+    /// Every source, in numeric order (`ALL[s as usize] == s`).
+    pub const ALL: [Source; 5] = [Source::None, Source::Dlsym, Source::Symtab, Source::Cumodule, Source::Manual];
+
+    /// The header's name without its prefix, in lower case, as the doctor prints it ("dlsym").
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::None => "none",
+            Source::Dlsym => "dlsym",
+            Source::Symtab => "symtab",
+            Source::Cumodule => "cumodule",
+            Source::Manual => "manual",
+        }
+    }
+
+    /// The source with this number, if any.
+    pub fn from_u32(v: u32) -> Option<Source> {
+        Source::ALL.get(v as usize).copied()
+    }
+}
 
 /// The local heap, as attached by hand or discovered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,3 +88,18 @@ impl Heap {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Source;
+
+    #[test]
+    fn sources_are_the_headers_in_numeric_order() {
+        let header = include_str!("../include/upcxx_extra_nvshmem.h");
+        for (i, s) in Source::ALL.iter().enumerate() {
+            assert_eq!((*s as usize, Source::from_u32(i as u32)), (i, Some(*s)));
+            let line = format!("UPCXX_EXTRA_NVSHMEM_SOURCE_{} = {i},", s.name().to_uppercase());
+            assert!(header.contains(&line), "the header lacks {line}");
+        }
+        assert_eq!(Source::from_u32(5), None);
+    }
+}

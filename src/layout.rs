@@ -64,9 +64,7 @@ pub fn check_version(version: u32, symbol_size: Option<usize>) -> Result<usize, 
         .then_some((version & 0xffff) as usize)
         .ok_or_else(|| format!("version field 0x{version:x} does not have the major tag 0x10000"))?;
     if claimed < PREFIX_LEN {
-        return Err(format!(
-            "version field 0x{version:x} claims a {claimed}-byte state, smaller than the {PREFIX_LEN} bytes read"
-        ));
+        return Err(format!("version field 0x{version:x} claims a {claimed}-byte state, smaller than the {PREFIX_LEN} bytes read"));
     }
     match symbol_size {
         Some(size) if size != claimed => Err(format!(

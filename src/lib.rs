@@ -16,6 +16,7 @@ pub mod layout;
 pub mod logger;
 pub mod mapping;
 pub mod nvshmem_lib;
+pub mod peers;
 pub mod publish;
 pub mod report;
 pub mod status;
@@ -33,4 +34,3 @@ extern "C" fn on_load() {
 #[allow(unsafe_code)] // the .init_array entry (load-time resolution)
 #[unsafe(link_section = ".init_array")]
 static ON_LOAD: extern "C" fn() = on_load;
-

@@ -9,8 +9,8 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::status::Result;
 use crate::nvshmem_lib;
+use crate::status::Result;
 use crate::table::TABLE;
 
 type PtrFn = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;
@@ -40,16 +40,8 @@ fn public_api() -> Option<(StatusFn, PtrFn)> {
 /// alone.
 #[allow(unsafe_code)]
 pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Option<usize>)> {
-    // The translation and the extent from one table (another thread may replace it meanwhile).
-    let ((sym, pe), (base, size, my_pe), (_, heap_size)) =
-        TABLE.consistent(|| Ok::<_, crate::status::Error>((TABLE.from_global(rank, raw)?, TABLE.extent(), TABLE.bounds())))?;
-    let off = sym.wrapping_sub(base);
-    if off >= size || len > size - off {
-        let pe_base = raw.wrapping_sub(off);
-        let range = format!("[0x{pe_base:x}, 0x{:x})", pe_base.wrapping_add(heap_size));
-        let at = format!("0x{raw:x} on rank {rank}");
-        crate::fail!(OutOfHeap, "{}", crate::table::past(&at, len, off, size, heap_size, &format!("PE {pe}"), &range));
-    }
+    // The translation, the range check (heap and extent) and my PE, from one read of the table.
+    let (sym, pe, my_pe) = TABLE.from_global_range(rank, raw, len)?;
     if pe == my_pe {
         return Ok((sym, pe, Some(sym)));
     }

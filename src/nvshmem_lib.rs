@@ -68,9 +68,7 @@ impl Drop for Handle {
 impl LoadedLibrary {
     /// Does `[addr, addr + len)` lie inside one loaded writable segment of this library?
     pub fn contains_writable(&self, addr: usize, len: usize) -> bool {
-        self.segments.iter().any(|s| {
-            s.writable && addr >= s.start && addr.checked_add(len).is_some_and(|e| e <= s.end)
-        })
+        self.segments.iter().any(|s| s.writable && addr >= s.start && addr.checked_add(len).is_some_and(|e| e <= s.end))
     }
 
     /// `dlsym` in this library; NULL when the symbol is not exported.
@@ -160,11 +158,8 @@ unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: libc::s
             segments.push(Segment { start, end: start + ph.p_memsz as usize, writable: ph.p_flags & libc::PF_W != 0 });
         }
     }
-    let hit = if search.want_name {
-        is_host_library_name(&name)
-    } else {
-        segments.iter().any(|s| search.addr >= s.start && search.addr < s.end)
-    };
+    let hit =
+        if search.want_name { is_host_library_name(&name) } else { segments.iter().any(|s| search.addr >= s.start && search.addr < s.end) };
     if hit {
         let path = if name.is_empty() { std::fs::read_link("/proc/self/exe").ok() } else { Some(PathBuf::from(name)) };
         search.found = Some(Found { path, load_bias: bias, segments });
@@ -209,13 +204,8 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
     if handle.is_null() {
         return None;
     }
-    let mut lib = LoadedLibrary {
-        path,
-        load_bias: found.load_bias,
-        segments: found.segments,
-        handle: Handle(handle),
-        api: PublicApi::default(),
-    };
+    let mut lib =
+        LoadedLibrary { path, load_bias: found.load_bias, segments: found.segments, handle: Handle(handle), api: PublicApi::default() };
     lib.api = resolve_api(&lib);
     Some(lib)
 }
@@ -247,30 +237,31 @@ pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     let mut search = Search { want_name: false, addr, found: None };
     iterate(&mut search);
     let found = search.found.ok_or_else(|| "the library is loaded but not found among the loaded objects".to_string())?;
-    let mut lib = LoadedLibrary { path: canonical, load_bias: found.load_bias, segments: found.segments, handle, api: PublicApi::default() };
+    let mut lib =
+        LoadedLibrary { path: canonical, load_bias: found.load_bias, segments: found.segments, handle, api: PublicApi::default() };
     lib.api = resolve_api(&lib);
     Ok(lib)
 }
 
 macro_rules! sym {
-    ($lib:expr, $name:literal) => {{
+    ($lib:expr, $name:literal, $ty:ty) => {{
         let p = $lib.dlsym($name);
         // SAFETY: the symbol, when present, is the public NVSHMEM function of this signature.
-        if p.is_null() { None } else { Some(unsafe { std::mem::transmute::<*mut c_void, _>(p) }) }
+        if p.is_null() { None } else { Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }) }
     }};
 }
 
 #[allow(unsafe_code)]
 fn resolve_api(lib: &LoadedLibrary) -> PublicApi {
     PublicApi {
-        init_status: sym!(lib, c"nvshmemx_init_status"),
-        ptr: sym!(lib, c"nvshmem_ptr"),
-        my_pe: sym!(lib, c"nvshmem_my_pe"),
-        n_pes: sym!(lib, c"nvshmem_n_pes"),
-        info_get_version: sym!(lib, c"nvshmem_info_get_version"),
-        info_get_name: sym!(lib, c"nvshmem_info_get_name"),
-        cumodule_init: sym!(lib, c"nvshmemx_cumodule_init"),
-        cumodule_finalize: sym!(lib, c"nvshmemx_cumodule_finalize"),
+        init_status: sym!(lib, c"nvshmemx_init_status", unsafe extern "C" fn() -> c_int),
+        ptr: sym!(lib, c"nvshmem_ptr", unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void),
+        my_pe: sym!(lib, c"nvshmem_my_pe", unsafe extern "C" fn() -> c_int),
+        n_pes: sym!(lib, c"nvshmem_n_pes", unsafe extern "C" fn() -> c_int),
+        info_get_version: sym!(lib, c"nvshmem_info_get_version", unsafe extern "C" fn(*mut c_int, *mut c_int)),
+        info_get_name: sym!(lib, c"nvshmem_info_get_name", unsafe extern "C" fn(*mut c_char)),
+        cumodule_init: sym!(lib, c"nvshmemx_cumodule_init", unsafe extern "C" fn(*mut c_void) -> c_int),
+        cumodule_finalize: sym!(lib, c"nvshmemx_cumodule_finalize", unsafe extern "C" fn(*mut c_void) -> c_int),
     }
 }
 

@@ -5,8 +5,9 @@
 use crate::discovery;
 use crate::discovery::Source;
 use crate::layout::StateFields;
+use crate::peers::{PeerSpec, Peers};
 use crate::status::{Result, Status};
-use crate::table::{Heap, PeerSpec, TABLE};
+use crate::table::{Heap, TABLE};
 
 /// Discovers the heap now and publishes it (keeping the peer table when the heap is unchanged,
 /// dropping heap and table when NVSHMEM is gone), with the validated state it read (for
@@ -14,7 +15,7 @@ use crate::table::{Heap, PeerSpec, TABLE};
 pub fn discover_live() -> Result<(Heap, StateFields)> {
     match discovery::query_live() {
         Ok((heap, fields)) => {
-            TABLE.set_heap(Some(heap));
+            TABLE.discovered(heap);
             Ok((heap, fields))
         }
         Err(e) => {
@@ -49,12 +50,12 @@ pub fn query() -> Result<Heap> {
     }
 }
 
-/// Publishes a heap described by hand (after checking it), replacing any heap and peer table:
-/// a table made for another heap must not survive it, even when the bases match.
+/// Publishes a heap described by hand (after checking it), replacing any heap, peer table and
+/// extent in one publication: a table made for another heap must not survive it, even when the
+/// bases match, and a reader meanwhile sees the old heap or the new one, never none.
 pub fn attach(heap: Heap) -> Result<()> {
     heap.check()?;
-    TABLE.set_heap(None);
-    TABLE.set_heap(Some(heap));
+    TABLE.attach(heap);
     Ok(())
 }
 
@@ -65,7 +66,7 @@ pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Res
     if n_pes != heap.n_pes as usize {
         crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
     }
-    TABLE.set_peers(&heap, &read(n_pes))
+    TABLE.set_peers(&Peers::new(&heap, &read(n_pes))?)
 }
 
 /// Fills the peer table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a
@@ -78,13 +79,9 @@ pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>
         crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
     }
     let mut bytes = vec![0u8; n * 8];
-    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote)
-        .map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
+    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
     let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
-    let specs: Vec<PeerSpec> = bytes
-        .chunks_exact(8)
-        .zip(ranks)
-        .map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) })
-        .collect();
-    TABLE.set_peers(&heap, &specs)
+    let specs: Vec<PeerSpec> =
+        bytes.chunks_exact(8).zip(ranks).map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) }).collect();
+    TABLE.set_peers(&Peers::new(&heap, &specs)?)
 }

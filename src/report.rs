@@ -45,7 +45,9 @@ fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
         let (available, reason) = match (exported, driver) {
             (false, _) => (false, "nvshmemx_cumodule_init is not exported".to_string()),
             (true, true) => (true, "nvshmemx_cumodule_init is exported and the CUDA driver is loadable; runs after nvshmem_init".into()),
-            (true, false) => (true, "nvshmemx_cumodule_init is exported; needs a GPU (no libcuda here) and an initialised NVSHMEM at run time".into()),
+            (true, false) => {
+                (true, "nvshmemx_cumodule_init is exported; needs a GPU (no libcuda here) and an initialised NVSHMEM at run time".into())
+            }
         };
         let status = if available { Status::Ok } else { Status::StepUnavailable };
         return (json!({"step": "cumodule", "available": available, "status": status.name(), "reason": reason}), status);
@@ -84,11 +86,14 @@ fn dlsym_reason(reason: &str, sym: &Result<elf::SymtabLookup, String>) -> String
 pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict, String) {
     let mut m = serde_json::Map::new();
     let name = lib.name();
-    m.insert("nvshmem".into(), json!({
-        "name": name,
-        "version": lib.version().map(|(a, b, c)| format!("{a}.{b}.{c}")),
-        "init_status": lib.init_status(),
-    }));
+    m.insert(
+        "nvshmem".into(),
+        json!({
+            "name": name,
+            "version": lib.version().map(|(a, b, c)| format!("{a}.{b}.{c}")),
+            "init_status": lib.init_status(),
+        }),
+    );
     let sym = elf::lookup(&lib.path, &["nvshmemi_device_state", "nvshmemi_state"]);
     let (has_symtab, st) = match &sym {
         Ok(l) => (l.has_symtab, l.symbols.clone()),
@@ -129,9 +134,18 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
             };
             let expected = layout::VERSION_MAJOR_TAG as u64 + s.size;
             let (check, detail) = match version {
-                _ if (s.size as usize) < layout::PREFIX_LEN => ("fail", format!("st_size {} is smaller than the {} bytes read", s.size, layout::PREFIX_LEN)),
+                _ if (s.size as usize) < layout::PREFIX_LEN => {
+                    ("fail", format!("st_size {} is smaller than the {} bytes read", s.size, layout::PREFIX_LEN))
+                }
                 None => ("fail", "the symbol is not inside a loaded writable segment".to_string()),
-                Some(0) => ("pass", format!("st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{expected:x}", s.size, layout::PREFIX_LEN)),
+                Some(0) => (
+                    "pass",
+                    format!(
+                        "st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{expected:x}",
+                        s.size,
+                        layout::PREFIX_LEN
+                    ),
+                ),
                 Some(v) if v as u64 == expected => ("pass", format!("version field 0x{v:x} == 0x10000 + st_size")),
                 Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{expected:x}")),
             };
@@ -140,7 +154,9 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
                                "heap_base": layout::OFF_HEAP_BASE, "heap_size": layout::OFF_HEAP_SIZE,
                                "peer_heap_base_p2p": layout::OFF_PEER_HEAP_BASE_P2P, "peer_heap_base_remote": layout::OFF_PEER_HEAP_BASE_REMOTE}})
         }
-        None => json!({"check": "not-run", "detail": "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time"}),
+        None => {
+            json!({"check": "not-run", "detail": "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time"})
+        }
     };
     let layout_failed = layout_json["check"] == "fail";
     m.insert("layout".into(), layout_json);
@@ -152,9 +168,16 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
         (Verdict::Unsupported, "the state's layout does not match what this library reads (see layout and steps)".to_string())
     } else if direct_ok {
         let via = if statuses[0] == Status::Ok { "dlsym" } else { ".symtab" };
-        (Verdict::Supported, format!("the heap is found through {via}{}", if public_ok { ", with the public cumodule route as a fallback" } else { "" }))
+        (
+            Verdict::Supported,
+            format!("the heap is found through {via}{}", if public_ok { ", with the public cumodule route as a fallback" } else { "" }),
+        )
     } else if public_ok {
-        let why = if has_symtab { "nvshmemi_device_state is neither exported nor in its .symtab" } else { "nvshmemi_device_state is not exported and the file has no symbol table (stripped)" };
+        let why = if has_symtab {
+            "nvshmemi_device_state is neither exported nor in its .symtab"
+        } else {
+            "nvshmemi_device_state is not exported and the file has no symbol table (stripped)"
+        };
         (Verdict::Degraded, format!("supported through the public route only: {why}"))
     } else {
         (Verdict::Unsupported, "no resolution step can find the state: not exported, no .symtab, and no nvshmemx_cumodule_init".to_string())
@@ -227,10 +250,13 @@ pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
         Err(e) => return unsupported(m, open_error(path, &e)),
     };
     if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
-        return unsupported(m, format!(
-            "{} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name",
-            path.display()
-        ));
+        return unsupported(
+            m,
+            format!(
+                "{} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name",
+                path.display()
+            ),
+        );
     }
     let (facts, verdict, reason) = analyze(&lib);
     m.extend(facts);
@@ -268,9 +294,12 @@ pub fn in_process() -> Report {
         Err(e) => json!({"validation": e.status.name(), "error": e.message}),
     };
     m.insert("runtime".into(), runtime);
-    m.insert("resolution_trace".into(), Value::Array(
-        discovery::last_steps().iter().map(|o| json!({"step": o.step.name(), "status": o.status.name(), "detail": o.detail})).collect(),
-    ));
+    m.insert(
+        "resolution_trace".into(),
+        Value::Array(
+            discovery::last_steps().iter().map(|o| json!({"step": o.step.name(), "status": o.status.name(), "detail": o.detail})).collect(),
+        ),
+    );
     finish(m, verdict, reason)
 }
 
@@ -329,14 +358,25 @@ impl Report {
                 if y.get("found") == Some(&Value::Bool(false)) {
                     out += &format!("symbol:    {}: not found\n", s(&y["name"]));
                 } else {
-                    out += &format!("symbol:    {}: st_value 0x{:x}, st_size {}, {} (address {})\n", s(&y["name"]),
-                                    y["st_value"].as_u64().unwrap_or(0), s(&y["st_size"]), s(&y["binding"]), s(&y["address"]));
+                    out += &format!(
+                        "symbol:    {}: st_value 0x{:x}, st_size {}, {} (address {})\n",
+                        s(&y["name"]),
+                        y["st_value"].as_u64().unwrap_or(0),
+                        s(&y["st_size"]),
+                        s(&y["binding"]),
+                        s(&y["address"])
+                    );
                 }
             }
         }
         if let Some(Value::Array(steps)) = j.get("steps") {
             for st in steps {
-                out += &format!("step {:9} {} ({})\n", s(&st["step"]), if st["available"] == true { "available  " } else { "unavailable" }, s(&st["reason"]));
+                out += &format!(
+                    "step {:9} {} ({})\n",
+                    s(&st["step"]),
+                    if st["available"] == true { "available  " } else { "unavailable" },
+                    s(&st["reason"])
+                );
             }
         }
         if let Some(l) = j.get("layout") {
@@ -344,11 +384,26 @@ impl Report {
         }
         if let Some(r) = j.get("runtime") {
             if r["source"] == "MANUAL" {
-                out += &format!("runtime:   base {} reserved {} mapped {} PE {}/{} device {} source MANUAL (attached by hand; not validated against NVSHMEM)\n",
-                                s(&r["base"]), s(&r["reserved_size"]), s(&r["mapped_size"]), s(&r["my_pe"]), s(&r["n_pes"]), s(&r["device"]));
+                out += &format!(
+                    "runtime:   base {} reserved {} mapped {} PE {}/{} device {} source MANUAL (attached by hand; not validated against NVSHMEM)\n",
+                    s(&r["base"]),
+                    s(&r["reserved_size"]),
+                    s(&r["mapped_size"]),
+                    s(&r["my_pe"]),
+                    s(&r["n_pes"]),
+                    s(&r["device"])
+                );
             } else if r["validation"] == "pass" {
-                out += &format!("runtime:   base {} reserved {} mapped {} PE {}/{} device {} via {}; validation pass\n",
-                                s(&r["base"]), s(&r["reserved_size"]), s(&r["mapped_size"]), s(&r["my_pe"]), s(&r["n_pes"]), s(&r["device"]), s(&r["source"]));
+                out += &format!(
+                    "runtime:   base {} reserved {} mapped {} PE {}/{} device {} via {}; validation pass\n",
+                    s(&r["base"]),
+                    s(&r["reserved_size"]),
+                    s(&r["mapped_size"]),
+                    s(&r["my_pe"]),
+                    s(&r["n_pes"]),
+                    s(&r["device"]),
+                    s(&r["source"])
+                );
             } else {
                 out += &format!("runtime:   {}: {}\n", s(&r["validation"]), s(&r["error"]));
             }

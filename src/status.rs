@@ -2,7 +2,7 @@
 //! function runs its body inside.
 
 use std::cell::RefCell;
-use std::ffi::{CString, c_char};
+use std::ffi::{CStr, CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The result of every call of the C ABI.
@@ -10,65 +10,103 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 /// `OK` is 0; every other value names one kind of failure. The detail of the last failure on the
 /// calling thread (the address, the heap range, the PE) is in `upcxx_extra_nvshmem_last_error()`.
 //
-// The one table of statuses (plain comments here stay out of the C header): each variant carries
-// its `strerror` description; `#[c_enum]` derives the Rust names (`Status::NullArgument`), `ALL`,
-// `name()` and `description()` from it.
-#[upcxx_extra_nvshmem_macros::c_enum(prefix = "UPCXX_EXTRA_NVSHMEM_STATUS_")]
+// Rust names here; cbindgen writes the C ones (`upcxx_extra_nvshmem_status_t`,
+// `UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT`: cbindgen.toml, build.rs). A new status goes at the
+// end, and into `ALL` and `Status::text`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum upcxx_extra_nvshmem_status_t {
+pub enum Status {
     /// Success.
-    #[description(c"success")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_OK = 0,
+    Ok = 0,
     /// A pointer argument that must not be NULL was NULL.
-    #[description(c"a required pointer argument is NULL")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT = 1,
+    NullArgument = 1,
     /// No NVSHMEM host library (`libnvshmem_host.so.*`) is loaded in this process.
-    #[description(c"NVSHMEM host library is not loaded in this process")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED = 2,
+    NotLoaded = 2,
     /// NVSHMEM is loaded but not initialised (or already finalised).
-    #[description(c"NVSHMEM is not initialised (or already finalised)")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED = 3,
+    NotInitialized = 3,
     /// The NVSHMEM state was found but its layout is not one this library knows.
-    #[description(c"NVSHMEM state has a layout this library does not support")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_UNSUPPORTED_LAYOUT = 4,
+    UnsupportedLayout = 4,
     /// The heap description read from NVSHMEM did not pass the check against the public API.
-    #[description(c"the heap found does not pass validation against nvshmem_ptr")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED = 5,
+    ValidationFailed = 5,
     /// The address is not inside the symmetric heap.
-    #[description(c"address is outside the NVSHMEM symmetric heap")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP = 6,
+    OutOfHeap = 6,
     /// The PE number is negative or not less than the number of PEs.
-    #[description(c"PE number out of range")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE = 7,
+    BadPe = 7,
     /// The UPC++ rank is negative, out of range, or not in the table.
-    #[description(c"UPC++ rank out of range or not in the table")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK = 8,
+    BadRank = 8,
     /// No heap is known (`heap_query` / `attach` first), or no peer table has been set
     /// (`upcxx_extra_nvshmem_set_peers`). The translation calls never run discovery.
-    #[description(c"no heap is known, or its peer table is not set")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET = 9,
+    TableNotSet = 9,
     /// An argument is out of its allowed range (a size of 0, an overflowing range, duplicate ranks...).
-    #[description(c"invalid argument")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT = 10,
+    InvalidArgument = 10,
     /// The selected resolution step is not available in this process (symbol not exported,
     /// `.symtab` stripped, no CUDA driver...).
-    #[description(c"the selected resolution step is not available")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE = 11,
+    StepUnavailable = 11,
     /// A CUDA driver call failed.
-    #[description(c"a CUDA driver call failed")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR = 12,
+    CudaError = 12,
     /// The output buffer is too small; the needed size was written.
-    #[description(c"output buffer too small")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_BUFFER_TOO_SMALL = 13,
+    BufferTooSmall = 13,
     /// A panic was caught at the C ABI boundary (a bug in this library; please report it).
-    #[description(c"internal error: a panic was caught at the C ABI boundary")]
-    UPCXX_EXTRA_NVSHMEM_STATUS_PANIC = 14,
+    Panic = 14,
 }
 
-/// The Rust-style names of the status type (the C name is the one above).
-pub use upcxx_extra_nvshmem_status_t as UpcxxExtraNvshmemStatus;
-pub use upcxx_extra_nvshmem_status_t as Status;
+impl Status {
+    /// Every status, in numeric order (`ALL[s as usize] == s`).
+    pub const ALL: [Status; 15] = [
+        Status::Ok,
+        Status::NullArgument,
+        Status::NotLoaded,
+        Status::NotInitialized,
+        Status::UnsupportedLayout,
+        Status::ValidationFailed,
+        Status::OutOfHeap,
+        Status::BadPe,
+        Status::BadRank,
+        Status::TableNotSet,
+        Status::InvalidArgument,
+        Status::StepUnavailable,
+        Status::CudaError,
+        Status::BufferTooSmall,
+        Status::Panic,
+    ];
+
+    /// The one table of the statuses' texts: the name as the header spells it (without its
+    /// `UPCXX_EXTRA_NVSHMEM_STATUS_` prefix) and the description `strerror` returns.
+    fn text(self) -> (&'static str, &'static CStr) {
+        match self {
+            Status::Ok => ("OK", c"success"),
+            Status::NullArgument => ("NULL_ARGUMENT", c"a required pointer argument is NULL"),
+            Status::NotLoaded => ("NOT_LOADED", c"NVSHMEM host library is not loaded in this process"),
+            Status::NotInitialized => ("NOT_INITIALIZED", c"NVSHMEM is not initialised (or already finalised)"),
+            Status::UnsupportedLayout => ("UNSUPPORTED_LAYOUT", c"NVSHMEM state has a layout this library does not support"),
+            Status::ValidationFailed => ("VALIDATION_FAILED", c"the heap found does not pass validation against nvshmem_ptr"),
+            Status::OutOfHeap => ("OUT_OF_HEAP", c"address is outside the NVSHMEM symmetric heap"),
+            Status::BadPe => ("BAD_PE", c"PE number out of range"),
+            Status::BadRank => ("BAD_RANK", c"UPC++ rank out of range or not in the table"),
+            Status::TableNotSet => ("TABLE_NOT_SET", c"no heap is known, or its peer table is not set"),
+            Status::InvalidArgument => ("INVALID_ARGUMENT", c"invalid argument"),
+            Status::StepUnavailable => ("STEP_UNAVAILABLE", c"the selected resolution step is not available"),
+            Status::CudaError => ("CUDA_ERROR", c"a CUDA driver call failed"),
+            Status::BufferTooSmall => ("BUFFER_TOO_SMALL", c"output buffer too small"),
+            Status::Panic => ("PANIC", c"internal error: a panic was caught at the C ABI boundary"),
+        }
+    }
+
+    /// The name as in the header, without its prefix (`NULL_ARGUMENT`).
+    pub fn name(self) -> &'static str {
+        self.text().0
+    }
+
+    /// The static, NUL-terminated description (`upcxx_extra_nvshmem_strerror`).
+    pub fn description(self) -> &'static CStr {
+        self.text().1
+    }
+
+    /// The status with this number, if any.
+    pub fn from_u32(v: u32) -> Option<Status> {
+        Status::ALL.get(v as usize).copied()
+    }
+}
 
 #[cfg(test)]
 #[allow(unsafe_code)] // tests read the C strings the boundary returns
@@ -81,27 +119,35 @@ mod table_tests {
             assert_eq!(*s as usize, i, "{} is at position {i} of ALL", s.name());
         }
         assert_eq!(Status::ALL.len(), Status::Panic as usize + 1);
+        let names: std::collections::HashSet<_> = Status::ALL.iter().map(|s| s.name()).collect();
+        let descriptions: std::collections::HashSet<_> = Status::ALL.iter().map(|s| s.description()).collect();
+        assert_eq!((names.len(), descriptions.len()), (15, 15), "names and descriptions are distinct");
     }
 
     #[test]
     fn a_panic_returns_the_fallback_of_the_type() {
         use std::ffi::{CStr, c_char};
-        assert_eq!(super::boundary("t", || panic!("test")), Status::Panic);
-        let s: Status = super::guarded("t", || panic!("test"));
+        let s: Status = super::guarded("t", || -> Status { panic!("test") });
         assert_eq!(s, Status::Panic);
         assert!(super::last_error().contains("t: internal panic caught at the C ABI boundary: test"));
-        let p: *const c_char = super::guarded("t", || panic!("test"));
+        let p: *const c_char = super::guarded("t", || -> *const c_char { panic!("test") });
         assert_eq!(unsafe { CStr::from_ptr(p) }, Status::Panic.description());
-        let e: Status = super::boundary("t", || Err(super::Error::new(Status::BadPe, "pe 9")));
+        let e: Status = super::guarded("t", || Err(super::Error::new(Status::BadPe, "pe 9")));
         assert_eq!((e, super::last_error().as_str()), (Status::BadPe, "t: pe 9"));
+        let s: Status = super::guarded("t", || Status::BadRank);
+        assert_eq!((s, super::last_error().as_str()), (Status::BadRank, "t: pe 9"), "a status body is returned as it is");
     }
 
     #[test]
-    fn the_short_names_are_the_c_names() {
-        assert_eq!(Status::NullArgument, Status::UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT);
+    fn names_are_the_headers() {
         assert_eq!(Status::NullArgument.name(), "NULL_ARGUMENT");
         assert_eq!(Status::from_u32(14), Some(Status::Panic));
         assert_eq!(Status::from_u32(15), None);
+        let header = include_str!("../include/upcxx_extra_nvshmem.h");
+        for s in Status::ALL {
+            let line = format!("UPCXX_EXTRA_NVSHMEM_STATUS_{} = {},", s.name(), s as u32);
+            assert!(header.contains(&line), "the header lacks {line}");
+        }
     }
 }
 
@@ -160,42 +206,21 @@ pub fn last_error() -> String {
 
 /// Pointer to this thread's last error message (valid until the next failing call on this thread).
 pub fn last_error_ptr() -> *const c_char {
-    LAST_ERROR
-        .try_with(|slot| slot.borrow().as_ptr())
-        .unwrap_or(c"".as_ptr())
+    LAST_ERROR.try_with(|slot| slot.borrow().as_ptr()).unwrap_or(c"".as_ptr())
 }
 
 /// The panic boundary. Every exported function's body runs inside it (the `#[export]` macro of
-/// `upcxx_extra_nvshmem_macros` writes the call): a panic becomes the fallback of the return type
-/// ([`Boundary::panicked`]); for a status an `Err` becomes its status, with the message recorded
-/// as the last error. Inlined so that the success path of the translation calls costs no call or
-/// copy; the failure paths are out of line.
+/// `upcxx_extra_nvshmem_macros` writes the call, with the function's name): a panic becomes the
+/// fallback of the return type ([`Boundary::panicked`]). The body evaluates to the return type,
+/// returned as it is, or, for a status, to a [`Result`], whose error becomes its status with
+/// the message recorded as the last error ([`Body`]). Inlined, and a body that cannot unwind
+/// (the hot paths: their slow paths are `extern "C"`, which cannot unwind either) costs no
+/// frame and keeps its tail call; the failure paths are out of line.
 #[inline(always)]
-pub fn guarded<R: Boundary>(name: &'static str, body: impl FnOnce() -> R::Body) -> R {
+pub fn guarded<R: Boundary, B: Body<R>>(name: &'static str, body: impl FnOnce() -> B) -> R {
     match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(b) => R::finish(name, b),
+        Ok(b) => b.finish(name),
         Err(payload) => R::panicked(name, payload),
-    }
-}
-
-/// [`guarded`] for a function that returns a status.
-#[inline(always)]
-pub fn boundary(name: &'static str, body: impl FnOnce() -> Result<()>) -> Status {
-    guarded(name, body)
-}
-
-/// The panic boundary of the two translation calls. `fast` (the hot path, which reports success
-/// by returning true) runs inside `catch_unwind`; when it returns false, `slow` runs, and `slow`
-/// must be a function whose own body is a [`guarded`] boundary (`#[export(name = ...)]`) (it says why, or retries after a race).
-/// Calling `slow` outside the unwind scope lets the compiler make it a tail call (a conditional
-/// jump), so the exported function keeps no frame for it: `catch_unwind` around code that cannot
-/// unwind costs nothing.
-#[inline(always)]
-pub fn boundary_hot(name: &'static str, fast: impl FnOnce() -> bool, slow: impl FnOnce() -> Status) -> Status {
-    match catch_unwind(AssertUnwindSafe(fast)) {
-        Ok(true) => Status::Ok,
-        Ok(false) => slow(),
-        Err(payload) => record_panic(name, payload),
     }
 }
 
@@ -219,39 +244,53 @@ fn record_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> Status {
     Status::Panic
 }
 
-/// What an exported function's body evaluates to, and what the function returns when the body
-/// panicked, chosen by the return type (as rustls-ffi does): a status returns `PANIC`, a string
-/// the static description of a panic. A return type without an impl does not compile.
+/// A type an exported function may return: what it returns when its body panicked (the panic is
+/// recorded as the last error). As rustls-ffi does, chosen by the return type: a status returns
+/// `PANIC`, a string the static description of a panic. A return type without an impl does not
+/// compile.
 pub trait Boundary: Sized {
-    /// The type of the function's body: `Result<()>` for a status (so `?` works).
-    type Body;
-    /// The function's return value from its body's.
-    fn finish(name: &'static str, body: Self::Body) -> Self;
-    /// The function's return value after its body panicked (the panic is recorded as the last error).
     fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self;
 }
 
 impl Boundary for Status {
-    type Body = Result<()>;
-    #[inline(always)]
-    fn finish(name: &'static str, body: Result<()>) -> Self {
-        match body {
-            Ok(()) => Status::Ok,
-            Err(e) => record_error(name, e),
-        }
-    }
     fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
         record_panic(name, payload)
     }
 }
 
 impl Boundary for *const c_char {
-    type Body = *const c_char;
-    #[inline(always)]
-    fn finish(_: &'static str, body: *const c_char) -> Self {
-        body
-    }
     fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
         record_panic(name, payload).description().as_ptr()
+    }
+}
+
+/// What the body of a function returning `R` may evaluate to: `R` itself, or for a status a
+/// `Result<()>` (so that `?` works), whose error is recorded as the last error, named after the
+/// function.
+pub trait Body<R> {
+    fn finish(self, name: &'static str) -> R;
+}
+
+impl Body<Status> for Status {
+    #[inline(always)]
+    fn finish(self, _: &'static str) -> Status {
+        self
+    }
+}
+
+impl Body<Status> for Result<()> {
+    #[inline(always)]
+    fn finish(self, name: &'static str) -> Status {
+        match self {
+            Ok(()) => Status::Ok,
+            Err(e) => record_error(name, e),
+        }
+    }
+}
+
+impl Body<*const c_char> for *const c_char {
+    #[inline(always)]
+    fn finish(self, _: &'static str) -> *const c_char {
+        self
     }
 }

@@ -31,10 +31,10 @@ fn statuses_messages_and_misuse() {
     assert_eq!(Status::Ok as i32, 0);
 
     // No NVSHMEM in this process.
-    let mut info: UpcxxExtraNvshmemHeapInfo = unsafe { std::mem::zeroed() };
+    let mut info: HeapInfo = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }, Status::NotLoaded);
     assert!(last().contains("no libnvshmem_host.so is loaded"), "{}", last());
-    let mut loc: UpcxxExtraNvshmemLocation = unsafe { std::mem::zeroed() };
+    let mut loc: Location = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { upcxx_extra_nvshmem_locate(2, &mut loc) }, Status::NotLoaded);
     assert_eq!(unsafe { upcxx_extra_nvshmem_locate(4, &mut loc) }, Status::InvalidArgument);
     assert_eq!(upcxx_extra_nvshmem_select_source(99), Status::InvalidArgument);
@@ -47,12 +47,12 @@ fn statuses_messages_and_misuse() {
     let base = heap.as_ptr() as *mut c_void;
     let good = common::heap_info(base, heap.len(), 1, 2);
     for (bad, want, needle) in [
-        (UpcxxExtraNvshmemHeapInfo { base: std::ptr::null_mut(), ..good }, Status::InvalidArgument, "base is NULL"),
-        (UpcxxExtraNvshmemHeapInfo { size: 0, ..good }, Status::InvalidArgument, "size is 0"),
-        (UpcxxExtraNvshmemHeapInfo { size: usize::MAX, ..good }, Status::InvalidArgument, "overflows"),
-        (UpcxxExtraNvshmemHeapInfo { mapped_size: 8192, ..good }, Status::InvalidArgument, "mapped_size"),
-        (UpcxxExtraNvshmemHeapInfo { n_pes: 0, ..good }, Status::InvalidArgument, "n_pes is 0"),
-        (UpcxxExtraNvshmemHeapInfo { my_pe: 2, ..good }, Status::BadPe, "my_pe 2 is not in [0, 2)"),
+        (HeapInfo { base: std::ptr::null_mut(), ..good }, Status::InvalidArgument, "base is NULL"),
+        (HeapInfo { size: 0, ..good }, Status::InvalidArgument, "size is 0"),
+        (HeapInfo { size: usize::MAX, ..good }, Status::InvalidArgument, "overflows"),
+        (HeapInfo { mapped_size: 8192, ..good }, Status::InvalidArgument, "mapped_size"),
+        (HeapInfo { n_pes: 0, ..good }, Status::InvalidArgument, "n_pes is 0"),
+        (HeapInfo { my_pe: 2, ..good }, Status::BadPe, "my_pe 2 is not in [0, 2)"),
     ] {
         assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&bad) }, want);
         assert!(last().contains(needle), "{} lacks {needle}", last());
@@ -70,10 +70,10 @@ fn statuses_messages_and_misuse() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_offset(outside, &mut off) }, Status::OutOfHeap);
     assert!(last().contains(&format!("0x{:x}", outside as usize)) && last().contains("of PE 1"), "{}", last());
 
-    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    let mut g = GlobalPtr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(inside, 0, &mut g) }, Status::TableNotSet);
     let other = 0x7700_0000_0000usize as *mut c_void;
-    let peers = [UpcxxExtraNvshmemPeer { rank: 1, base: other }, UpcxxExtraNvshmemPeer { rank: 0, base }];
+    let peers = [Peer { rank: 1, base: other }, Peer { rank: 0, base }];
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(inside, 0, &mut g) }, Status::Ok);
     assert_eq!((g.rank, g.pe, g.raw as usize), (1, 0, other as usize + 100));
@@ -127,7 +127,7 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
     let base = heap.as_ptr() as *mut c_void;
     let at = |off: usize| unsafe { (base as *const u8).add(off) } as *const c_void;
     let other = 0x7700_0000_0000usize;
-    let peers = [UpcxxExtraNvshmemPeer { rank: 1, base: other as *mut c_void }, UpcxxExtraNvshmemPeer { rank: 0, base }];
+    let peers = [Peer { rank: 1, base: other as *mut c_void }, Peer { rank: 0, base }];
 
     // No heap: both say so (no discovery).
     assert_eq!(upcxx_extra_nvshmem_set_extent(0), Status::TableNotSet);
@@ -180,11 +180,15 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
     assert_eq!(to_offset(at(1000), 4000, 0).0, Status::OutOfHeap, "past the heap too: the heap's end is named");
     assert!(last().contains("run past the end of the symmetric heap"), "{}", last());
 
-    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    let mut g = GlobalPtr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1023), 0, &mut g) }, Status::Ok);
     assert_eq!((g.rank, g.raw as usize), (1, other + 1023));
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(at(1024), 0, &mut g) }, Status::OutOfHeap);
-    assert!(last().contains(&format!("address 0x{:x} runs past the 1024 bytes made addressable (set_extent) {range}", at(1024) as usize)), "{}", last());
+    assert!(
+        last().contains(&format!("address 0x{:x} runs past the 1024 bytes made addressable (set_extent) {range}", at(1024) as usize)),
+        "{}",
+        last()
+    );
 
     let (mut sym, mut pe) = (std::ptr::null_mut(), -1);
     assert_eq!(unsafe { upcxx_extra_nvshmem_from_global_ptr(1, (other + 1023) as *const c_void, &mut sym, &mut pe) }, Status::Ok);
@@ -203,7 +207,10 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
     assert_eq!(local as *const c_void, at(1000));
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(1000), 25, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
     assert!(last().contains("the 25 bytes at") && last().contains("made addressable (set_extent)"), "{}", last());
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, (other + 1024) as *const c_void, 0, &mut local, null, std::ptr::null_mut()) }, Status::OutOfHeap);
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(1, (other + 1024) as *const c_void, 0, &mut local, null, std::ptr::null_mut()) },
+        Status::OutOfHeap
+    );
 
     // Kept by set_peers; 0 lifts it; the heap's own size is the same as none.
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
@@ -232,18 +239,18 @@ fn extent_limits_every_translation_and_to_offset_checks_once() {
 struct GuardedPeers {
     map: *mut c_void,
     len: usize,
-    ptr: *const UpcxxExtraNvshmemPeer,
+    ptr: *const Peer,
 }
 
 impl GuardedPeers {
-    fn new(peers: &[UpcxxExtraNvshmemPeer]) -> Self {
+    fn new(peers: &[Peer]) -> Self {
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
         let len = 2 * page;
         let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
         let map = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
         assert_ne!(map, libc::MAP_FAILED);
         assert_eq!(unsafe { libc::mprotect(map.cast::<u8>().add(page).cast(), page, libc::PROT_NONE) }, 0);
-        let ptr = unsafe { map.cast::<u8>().add(page - std::mem::size_of_val(peers)) }.cast::<UpcxxExtraNvshmemPeer>();
+        let ptr = unsafe { map.cast::<u8>().add(page - std::mem::size_of_val(peers)) }.cast::<Peer>();
         unsafe { std::ptr::copy_nonoverlapping(peers.as_ptr(), ptr, peers.len()) };
         GuardedPeers { map, len, ptr }
     }

@@ -29,16 +29,16 @@ fn p(a: usize) -> *mut c_void {
     a as *mut c_void
 }
 
-fn info(base: usize, size: usize, my_pe: c_int, n_pes: c_int) -> UpcxxExtraNvshmemHeapInfo {
-    UpcxxExtraNvshmemHeapInfo { mapped_size: 0, device: 5, ..common::heap_info(p(base), size, my_pe, n_pes) }
+fn info(base: usize, size: usize, my_pe: c_int, n_pes: c_int) -> HeapInfo {
+    HeapInfo { mapped_size: 0, device: 5, ..common::heap_info(p(base), size, my_pe, n_pes) }
 }
 
-fn attach(i: UpcxxExtraNvshmemHeapInfo) -> Status {
+fn attach(i: HeapInfo) -> Status {
     unsafe { upcxx_extra_nvshmem_attach(&i) }
 }
 
-fn peers(entries: &[(c_int, usize)]) -> Vec<UpcxxExtraNvshmemPeer> {
-    entries.iter().map(|&(rank, base)| UpcxxExtraNvshmemPeer { rank, base: p(base) }).collect()
+fn peers(entries: &[(c_int, usize)]) -> Vec<Peer> {
+    entries.iter().map(|&(rank, base)| Peer { rank, base: p(base) }).collect()
 }
 
 fn set_peers(entries: &[(c_int, usize)]) -> Status {
@@ -46,7 +46,7 @@ fn set_peers(entries: &[(c_int, usize)]) -> Status {
     unsafe { upcxx_extra_nvshmem_set_peers(v.len() as c_int, v.as_ptr()) }
 }
 
-const G0: UpcxxExtraNvshmemGptr = UpcxxExtraNvshmemGptr { rank: 77, device: 77, raw: 0x77 as *mut c_void, pe: 77 };
+const G0: GlobalPtr = GlobalPtr { rank: 77, device: 77, raw: 0x77 as *mut c_void, pe: 77 };
 
 /// `(status, (rank, device, raw, pe))`; the output is left untouched (G0) on failure.
 fn to_global(sym: usize, pe: c_int) -> (Status, (c_int, c_int, usize, c_int)) {
@@ -234,7 +234,7 @@ fn duplicate_ranks_keep_previous_table() {
     assert_eq!(to_global(base, 0).0, Status::TableNotSet);
     assert_eq!(offset(base).0, Status::TableNotSet);
     assert_eq!(set_peers(&good), Status::NotLoaded);
-    let mut hi: UpcxxExtraNvshmemHeapInfo = unsafe { std::mem::zeroed() };
+    let mut hi: HeapInfo = unsafe { std::mem::zeroed() };
     assert_eq!(unsafe { upcxx_extra_nvshmem_heap_query(&mut hi) }, Status::NotLoaded);
 }
 
@@ -266,7 +266,7 @@ fn null_arguments_and_out_of_range_ints() {
     assert_eq!((sym, pe), (null_mut(), 0));
 
     // Out-of-enum integers.
-    let mut loc: UpcxxExtraNvshmemLocation = unsafe { std::mem::zeroed() };
+    let mut loc: Location = unsafe { std::mem::zeroed() };
     for s in [-1, 4, 5, i32::MIN, i32::MAX] {
         assert_eq!(upcxx_extra_nvshmem_select_source(s), Status::InvalidArgument, "select_source({s})");
         assert_eq!(unsafe { upcxx_extra_nvshmem_locate(s, &mut loc) }, Status::InvalidArgument, "locate({s})");

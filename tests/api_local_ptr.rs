@@ -23,7 +23,7 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), 8, &mut local, &mut sym, &mut pe) }, Status::TableNotSet);
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
     let other = 0x7700_0000_0000usize as *mut c_void;
-    let peers = [UpcxxExtraNvshmemPeer { rank: 1, base: other }, UpcxxExtraNvshmemPeer { rank: 0, base }];
+    let peers = [Peer { rank: 1, base: other }, Peer { rank: 0, base }];
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
 
     // My own bytes: mapped at their own address; the optional outputs are filled.
@@ -34,16 +34,43 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, at(other, 100), 16, &mut local, std::ptr::null_mut(), &mut pe) }, Status::Ok);
     assert_eq!((local, pe), (std::ptr::null_mut(), 0));
     // len 0 checks the address alone; the last byte of the heap is fine, one more is not.
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 0, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::Ok);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::Ok);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 2, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::OutOfHeap);
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 0, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::Ok
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::Ok
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 2, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::OutOfHeap
+    );
     assert!(last().contains("2 bytes") && last().contains("run past the end"), "{}", last());
     // A length that would overflow the address space, an address outside, bad rank, NULLs.
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), usize::MAX, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::OutOfHeap);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4096), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::OutOfHeap);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(2, at(base, 8), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::BadRank);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(-1, at(base, 8), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::BadRank);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, std::ptr::null(), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) }, Status::NullArgument);
-    assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), 1, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()) }, Status::NullArgument);
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), usize::MAX, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::OutOfHeap
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4096), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::OutOfHeap
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(2, at(base, 8), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::BadRank
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(-1, at(base, 8), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::BadRank
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, std::ptr::null(), 1, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::NullArgument
+    );
+    assert_eq!(
+        unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 8), 1, std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()) },
+        Status::NullArgument
+    );
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
 }

@@ -1,6 +1,7 @@
 //! What the built shared library exports: exactly the functions the header declares, each named
-//! `upcxx_extra_nvshmem_*`, each through the `#[export]` panic boundary, and nothing else (the
-//! translation calls' slow paths stay private).
+//! `upcxx_extra_nvshmem_*`, each through the `#[export]` panic boundary, and nothing else (no
+//! data, no other function: the translation calls' slow paths stay private). The one check of
+//! the exports (CMake and the C tests have none of their own).
 //!
 //! The compiler refuses a `no_mangle` outside `#[export]` (the crate denies `unsafe_code`; see the
 //! doctests of `macros/src/lib.rs`), unless code allows the lint by hand. This test closes that
@@ -50,17 +51,22 @@ fn header_functions() -> BTreeSet<String> {
 fn the_library_exports_exactly_the_header_functions() {
     let bytes = std::fs::read(cdylib()).unwrap();
     let file = object::File::parse(&*bytes).unwrap();
-    let exported: BTreeSet<String> = file
+    // Every symbol the library defines for others (functions, data, weak or not), as
+    // `nm -D --defined-only` lists them, but the loader's _init/_fini.
+    let defined: Vec<(String, object::SymbolKind)> = file
         .dynamic_symbols()
-        .filter(|s| s.is_definition() && s.is_global() && s.kind() == object::SymbolKind::Text)
-        .filter_map(|s| s.name().ok().map(str::to_string))
+        .filter(|s| s.is_definition() && !s.is_local())
+        .filter_map(|s| s.name().ok().map(|n| (n.to_string(), s.kind())))
+        .filter(|(n, _)| n != "_init" && n != "_fini")
         .collect();
+    let not_functions: Vec<&(String, object::SymbolKind)> = defined.iter().filter(|(_, k)| *k != object::SymbolKind::Text).collect();
+    assert!(not_functions.is_empty(), "the library exports symbols that are not functions: {not_functions:?}");
+    let exported: BTreeSet<String> = defined.into_iter().map(|(n, _)| n).collect();
     let declared = header_functions();
-    assert!(declared.len() >= 17, "expected the whole C ABI in the header, found {declared:?}");
-    let ours: BTreeSet<String> = exported.iter().filter(|n| n.starts_with("upcxx_extra_nvshmem_")).cloned().collect();
-    assert_eq!(ours, declared, "exported functions vs the header's");
+    assert!(declared.len() >= 19, "expected the whole C ABI in the header, found {declared:?}");
     let foreign: Vec<&String> = exported.iter().filter(|n| !n.starts_with("upcxx_extra_nvshmem_")).collect();
     assert!(foreign.is_empty(), "the library exports functions outside its prefix: {foreign:?}");
+    assert_eq!(exported, declared, "exported functions vs the header's");
     // Every exported function went through #[export].
     let section = file.section_by_name("upcxx_extra_nvshmem_exports").expect("no upcxx_extra_nvshmem_exports section");
     let records = boundary_records(section.data().unwrap());

@@ -27,9 +27,8 @@ fn size_in(generated: &str, ty: &str) -> Option<usize> {
 #[test]
 fn offsets_match_every_release_header() {
     let roots = common::nvshmem_roots();
-    let cuda_includes: Vec<String> = std::env::var("UXN_CUDA_INCLUDE")
-        .map(|s| s.split(':').filter(|p| !p.is_empty()).map(String::from).collect())
-        .unwrap_or_default();
+    let cuda_includes: Vec<String> =
+        std::env::var("UXN_CUDA_INCLUDE").map(|s| s.split(':').filter(|p| !p.is_empty()).map(String::from).collect()).unwrap_or_default();
     for root in &roots {
         let header = root.join("include/device_host/nvshmem_types.h");
         let mut b = bindgen::Builder::default()

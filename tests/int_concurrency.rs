@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use upcxx_extra_nvshmem::discovery::Source;
 use upcxx_extra_nvshmem::ffi::*;
 use upcxx_extra_nvshmem::status::Status;
-use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Table};
+use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Peers, Table};
 
 const N: usize = 64;
 const ME: usize = 5;
@@ -38,13 +38,12 @@ fn rank_of(k: usize, pe: usize) -> i32 {
 }
 
 fn attach() {
-    let info = UpcxxExtraNvshmemHeapInfo { device: 0, ..common::heap_info(my_base() as *mut c_void, HEAP, ME as i32, N as i32) };
+    let info = HeapInfo { device: 0, ..common::heap_info(my_base() as *mut c_void, HEAP, ME as i32, N as i32) };
     assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&info) }, Status::Ok);
 }
 
 fn set_table(k: usize) {
-    let peers: Vec<UpcxxExtraNvshmemPeer> =
-        (0..N).map(|pe| UpcxxExtraNvshmemPeer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
+    let peers: Vec<Peer> = (0..N).map(|pe| Peer { rank: rank_of(k, pe), base: base_of(k, pe) as *mut c_void }).collect();
     assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(N as i32, peers.as_ptr()) }, Status::Ok);
 }
 
@@ -94,7 +93,12 @@ fn pin(cpu: Option<usize>) {
 }
 
 /// `count` pinned reader threads (reader i on `core(i + 1)`), each with its own seed.
-fn spawn_readers(count: usize, stop: &Arc<AtomicBool>, seed: u64, core: &dyn Fn(usize) -> Option<usize>) -> Vec<std::thread::JoinHandle<Worker>> {
+fn spawn_readers(
+    count: usize,
+    stop: &Arc<AtomicBool>,
+    seed: u64,
+    core: &dyn Fn(usize) -> Option<usize>,
+) -> Vec<std::thread::JoinHandle<Worker>> {
     (0..count as u64)
         .map(|i| {
             let s = stop.clone();
@@ -116,7 +120,7 @@ struct Worker {
 fn work(seed: u64, stop: &AtomicBool) -> Worker {
     let mut x = seed | 1;
     let mut w = Worker { calls: 0, wrong: 0, not_set: 0 };
-    let mut g = UpcxxExtraNvshmemGptr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
+    let mut g = GlobalPtr { rank: 0, device: 0, raw: std::ptr::null_mut(), pe: 0 };
     while !stop.load(Ordering::Relaxed) {
         for _ in 0..256 {
             x ^= x << 13;
@@ -246,16 +250,16 @@ fn private_writer(stop: &AtomicBool) -> u64 {
         version: (-1, -1, -1),
         source: Source::Manual,
     };
-    t.set_heap(Some(heap));
+    t.attach(heap);
     let (mut k, mut swaps) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
         k = (k + 1) % TABLES;
         if k == 0 {
-            t.set_heap(None);
-            t.set_heap(Some(heap));
+            t.detach();
+            t.attach(heap);
         }
         let specs: Vec<PeerSpec> = (0..N).map(|pe| PeerSpec { rank: rank_of(k, pe), base: base_of(k, pe) }).collect();
-        t.set_peers(&heap, &specs).unwrap();
+        t.set_peers(&Peers::new(&heap, &specs).unwrap()).unwrap();
         swaps += 1;
         std::thread::sleep(Duration::from_micros(50));
     }
@@ -287,7 +291,8 @@ fn translate_while_tables_swap() {
     // detaches and re-attaches the heap. They run in `rounds` rounds of `run / rounds` each, in
     // an order that rotates every round, so that the machine's drift (clock boost spent, power
     // limits) falls on every kind alike instead of on the phases that happen to run last.
-    const KINDS: [(&str, usize, Option<fn(&AtomicBool) -> u64>); 5] = [
+    type Writer = fn(&AtomicBool) -> u64;
+    const KINDS: [(&str, usize, Option<Writer>); 5] = [
         ("lone", 1, None),
         ("free", 16, None),
         ("control", 16, Some(private_writer)),

@@ -345,10 +345,13 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
     let after = text();
     let b = format!("0x{:x}", base as usize);
     assert!(after.contains(&format!("runtime:   base {b} reserved 8192 mapped 8192 PE 1/3 device -1 source MANUAL")), "{after}");
-    assert!(after.contains(&format!(
-        "verdict:   supported: the heap was attached by hand (upcxx_extra_nvshmem_attach, source MANUAL): base {b}, size 8192, \
+    assert!(
+        after.contains(&format!(
+            "verdict:   supported: the heap was attached by hand (upcxx_extra_nvshmem_attach, source MANUAL): base {b}, size 8192, \
          PE 1 of 3; translation uses it; no NVSHMEM host library is loaded in this process, so discovery is not used"
-    )), "{after}");
+        )),
+        "{after}"
+    );
     assert!(!after.contains("unsupported"), "{after}");
     let r = upcxx_extra_nvshmem::report::in_process();
     assert_eq!(r.json["verdict"], "supported");

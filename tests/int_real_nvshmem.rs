@@ -7,7 +7,7 @@ mod common;
 use std::ffi::{CStr, CString, c_void};
 use std::process::Command;
 use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::{Status, UpcxxExtraNvshmemStatus};
+use upcxx_extra_nvshmem::status::Status;
 
 const CHILD_ENV: &str = "UXN_TEST_CHILD_NVSHMEM_LIB";
 
@@ -28,18 +28,14 @@ fn every_release_is_found_before_init() {
     }
 }
 
-fn status(s: UpcxxExtraNvshmemStatus) -> Status {
-    s
-}
-
 /// Runs only as the child of the test above.
 #[test]
 #[ignore = "run by every_release_is_found_before_init in a child process"]
 fn child_process_checks() {
     let Ok(path) = std::env::var(CHILD_ENV) else { return };
-    let mut info: UpcxxExtraNvshmemHeapInfo = unsafe { std::mem::zeroed() };
+    let mut info: HeapInfo = unsafe { std::mem::zeroed() };
     // Before NVSHMEM is loaded at all.
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }), Status::NotLoaded);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }, Status::NotLoaded);
 
     let c = CString::new(path.clone()).unwrap();
     let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
@@ -47,10 +43,10 @@ fn child_process_checks() {
 
     // Step 2 finds the state; its size is the one the file records; the version field is 0
     // until nvshmem_init (the state is in .bss) and the check accepts exactly 0x10000 + st_size.
-    let mut loc: UpcxxExtraNvshmemLocation = unsafe { std::mem::zeroed() };
+    let mut loc: Location = unsafe { std::mem::zeroed() };
     let s = unsafe { upcxx_extra_nvshmem_locate(2, &mut loc) };
     let err = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned();
-    assert_eq!(status(s), Status::Ok, "{err}");
+    assert_eq!(s, Status::Ok, "{err}");
     let elf = upcxx_extra_nvshmem::elf::lookup(std::path::Path::new(&path), &["nvshmemi_device_state"]).unwrap();
     let sym = elf.symbols[0].expect("nvshmemi_device_state in .symtab");
     assert!(sym.local, "nvshmemi_device_state is a LOCAL symbol");
@@ -64,24 +60,27 @@ fn child_process_checks() {
     let expected = 0x10000 + loc.symbol_size as u32;
     assert_eq!(upcxx_extra_nvshmem::layout::check_version(expected, Some(loc.symbol_size)), Ok(loc.symbol_size));
     assert!(upcxx_extra_nvshmem::layout::check_version(expected + 8, Some(loc.symbol_size)).is_err());
-    println!("symtab: address {:p} st_size {} version field 0x{:x} (expects 0x{expected:x} after init)", loc.address, loc.symbol_size, loc.version_field);
+    println!(
+        "symtab: address {:p} st_size {} version field 0x{:x} (expects 0x{expected:x} after init)",
+        loc.address, loc.symbol_size, loc.version_field
+    );
 
     // Step 1: not exported (LOCAL). Step 3: needs a GPU and an initialised NVSHMEM.
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_locate(1, &mut loc) }), Status::StepUnavailable);
-    let s3 = status(unsafe { upcxx_extra_nvshmem_locate(3, &mut loc) });
+    assert_eq!(unsafe { upcxx_extra_nvshmem_locate(1, &mut loc) }, Status::StepUnavailable);
+    let s3 = unsafe { upcxx_extra_nvshmem_locate(3, &mut loc) };
     assert!(matches!(s3, Status::StepUnavailable | Status::NotInitialized), "cumodule before init gave {s3:?}");
 
     // Queries before init: the not-initialised status, never a crash (nvshmem_ptr would crash here).
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }), Status::NotInitialized);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_heap_query(&mut info) }, Status::NotInitialized);
     let msg = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned();
     assert!(msg.contains("not initialised") && msg.contains("libnvshmem_host.so"), "{msg}");
     let mut off = 0usize;
     let x = 0u8;
     // Translation calls never run discovery: "no heap is known", as to_global_ptr says.
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_offset(&x as *const u8 as *const c_void, &mut off) }), Status::TableNotSet);
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_set_peers_from_nvshmem(std::ptr::null()) }), Status::NotInitialized);
-    let mut g: UpcxxExtraNvshmemGptr = unsafe { std::mem::zeroed() };
-    assert_eq!(status(unsafe { upcxx_extra_nvshmem_to_global_ptr(&x as *const u8 as *const c_void, 0, &mut g) }), Status::TableNotSet);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_offset(&x as *const u8 as *const c_void, &mut off) }, Status::TableNotSet);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers_from_nvshmem(std::ptr::null()) }, Status::NotInitialized);
+    let mut g: GlobalPtr = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(&x as *const u8 as *const c_void, 0, &mut g) }, Status::TableNotSet);
 
     // The in-process report sees the same library and says the layout check passes.
     let r = upcxx_extra_nvshmem::report::in_process();

@@ -14,7 +14,7 @@
 //!   boundary would catch it; a PANIC status is a failure too);
 //! * every status is one of the enum values;
 //! * every status equals the one a shadow model (the heap and peer table last accepted, and the
-//!   validation rules of `Heap::check` / `Table::set_peers`) predicts, and every OK answer equals
+//!   validation rules of `Heap::check` / `Peers::new`) predicts, and every OK answer equals
 //!   the model's: raw = base[pe] + (sym - my_base), rank = rank_of_pe[pe]; back: pe =
 //!   pe_of_rank[rank], sym = my_base + (raw - base[pe]); offsets, heap_query fields,
 //!   table_bytes;
@@ -32,7 +32,7 @@ use libfuzzer_sys::fuzz_target;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::{offset_of, size_of, transmute};
 use std::ptr::{null, null_mut};
-use upcxx_extra_nvshmem::ffi::{self, UpcxxExtraNvshmemGptr as Gptr, UpcxxExtraNvshmemPeer as Peer};
+use upcxx_extra_nvshmem::ffi::{self, GlobalPtr as Gptr, Peer};
 use upcxx_extra_nvshmem::status::Status;
 
 // ---------------------------------------------------------------------------------------------
@@ -80,7 +80,7 @@ struct CLocation {
 }
 
 const _: () = {
-    use ffi::{UpcxxExtraNvshmemHeapInfo as H, UpcxxExtraNvshmemLocation as L};
+    use ffi::{HeapInfo as H, Location as L};
     assert!(size_of::<CHeapInfo>() == size_of::<H>());
     assert!(offset_of!(CHeapInfo, size) == offset_of!(H, size));
     assert!(offset_of!(CHeapInfo, mapped_size) == offset_of!(H, mapped_size));
@@ -99,7 +99,7 @@ const _: () = {
 /// The exported functions, typed as a C caller declares them (statuses as `int`).
 mod c {
     use super::*;
-    use ffi::{UpcxxExtraNvshmemHeapInfo as H, UpcxxExtraNvshmemLocation as L};
+    use ffi::{HeapInfo as H, Location as L};
     type St = c_int;
 
     macro_rules! c_fn {
@@ -356,26 +356,63 @@ enum RangeLen {
 
 #[derive(Arbitrary, Debug, Clone)]
 enum Op {
-    Attach { desc: HeapDesc, nulls: u8 },
+    Attach {
+        desc: HeapDesc,
+        nulls: u8,
+    },
     /// attach the model's heap again (the table must be dropped).
     Reattach,
     Detach,
     SetPeers(PeersDesc),
-    ToGlobal { sym: AddrSel, pe: IdxSel, nulls: u8 },
-    FromGlobal { rank: IdxSel, of_pe: Option<IdxSel>, peer: IdxSel, raw: AddrSel, nulls: u8 },
-    Offset { addr: AddrSel, nulls: u8 },
+    ToGlobal {
+        sym: AddrSel,
+        pe: IdxSel,
+        nulls: u8,
+    },
+    FromGlobal {
+        rank: IdxSel,
+        of_pe: Option<IdxSel>,
+        peer: IdxSel,
+        raw: AddrSel,
+        nulls: u8,
+    },
+    Offset {
+        addr: AddrSel,
+        nulls: u8,
+    },
     SetExtent(ExtentSel),
-    ToOffset { sym: AddrSel, len: RangeLen, pe: IdxSel, nulls: u8 },
+    ToOffset {
+        sym: AddrSel,
+        len: RangeLen,
+        pe: IdxSel,
+        nulls: u8,
+    },
     /// Every edge of the heap on PE `pe`, both directions, and the round trip.
-    Sweep { pe: IdxSel },
-    HeapQuery { nulls: u8 },
-    TableBytes { nulls: u8 },
+    Sweep {
+        pe: IdxSel,
+    },
+    HeapQuery {
+        nulls: u8,
+    },
+    TableBytes {
+        nulls: u8,
+    },
     SelectSource(IntSel),
-    Locate { source: IntSel, nulls: u8 },
+    Locate {
+        source: IntSel,
+        nulls: u8,
+    },
     Strerror(IntSel),
-    ReportBuffer { len: LenSel, nulls: u8 },
-    Report { nulls: u8 },
-    SetPeersFromNvshmem { nulls: u8 },
+    ReportBuffer {
+        len: LenSel,
+        nulls: u8,
+    },
+    Report {
+        nulls: u8,
+    },
+    SetPeersFromNvshmem {
+        nulls: u8,
+    },
     LastError,
     Version,
 }
@@ -435,7 +472,6 @@ struct Model {
     ref_heap: (usize, usize),
     /// This thread's last error text, as the library must show it.
     last_error: Vec<u8>,
-    report_need: usize,
 }
 
 /// The rules of `Heap::check`, in its order.
@@ -449,7 +485,7 @@ fn check_heap(h: &MHeap) -> Result<(), c_int> {
     Ok(())
 }
 
-/// The rules of `upcxx_extra_nvshmem_set_peers` + `Table::set_peers`, in their order.
+/// The rules of `upcxx_extra_nvshmem_set_peers` + `Peers::new`, in their order.
 fn check_peers(heap: Option<&MHeap>, n_arg: c_int, specs: &[Peer], null_peers: bool) -> Result<MPeers, c_int> {
     if null_peers {
         return Err(NULL_ARGUMENT);
@@ -506,12 +542,7 @@ impl Model {
             return Err(BAD_PE);
         }
         let i = pe as usize;
-        Ok(Gptr {
-            rank: p.rank_of_pe[i],
-            device: if pe == h.my_pe { h.device } else { -1 },
-            raw: (p.bases[i] + off) as *mut c_void,
-            pe,
-        })
+        Ok(Gptr { rank: p.rank_of_pe[i], device: if pe == h.my_pe { h.device } else { -1 }, raw: (p.bases[i] + off) as *mut c_void, pe })
     }
 
     fn from_global(&self, rank: c_int, raw: usize) -> Result<(usize, c_int), c_int> {
@@ -754,9 +785,7 @@ fn last_error_names(addr: usize) -> bool {
     // SAFETY: the library returns a NUL-terminated string.
     let msg = unsafe { CStr::from_ptr(p) }.to_bytes();
     // The address must not run on into more hex digits.
-    msg.windows(needle.len())
-        .enumerate()
-        .any(|(i, w)| w == needle && !msg.get(i + needle.len()).is_some_and(|c| c.is_ascii_hexdigit()))
+    msg.windows(needle.len()).enumerate().any(|(i, w)| w == needle && !msg.get(i + needle.len()).is_some_and(|c| c.is_ascii_hexdigit()))
 }
 
 fn last_error_text() -> String {
@@ -948,19 +977,8 @@ fn run(data: &[u8]) {
     // Every input starts from a detached library, so inputs replay alone.
     // SAFETY: no arguments.
     assert_eq!(unsafe { c::detach()() }, OK);
-    let mut model = Model {
-        heap: None,
-        peers: None,
-        extent: 0,
-        ref_heap: (host().as_ptr() as usize, 4096),
-        last_error: last_error_bytes(),
-        report_need: {
-            static NEED: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-            *NEED.get_or_init(report_text_len)
-        },
-    };
-    // The probe above failed on purpose: refresh what last_error must show.
-    model.last_error = last_error_bytes();
+    let mut model =
+        Model { heap: None, peers: None, extent: 0, ref_heap: (host().as_ptr() as usize, 4096), last_error: last_error_bytes() };
 
     while !u.is_empty() {
         let Ok(op) = Op::arbitrary(&mut u) else { break };
@@ -1093,11 +1111,7 @@ fn step(model: &mut Model, op: Op) {
             let outp = if null_out { null_mut() } else { &mut out as *mut CHeapInfo };
             // SAFETY: outp is NULL or points to a local.
             let st = unsafe { c::heap_query()(outp) };
-            let want = if null_out {
-                Err(NULL_ARGUMENT)
-            } else {
-                model.heap.ok_or(NOT_LOADED)
-            };
+            let want = if null_out { Err(NULL_ARGUMENT) } else { model.heap.ok_or(NOT_LOADED) };
             model.status("upcxx_extra_nvshmem_heap_query", st, want.map_or_else(|e| e, |_| OK));
             match want {
                 Ok(h) => {
@@ -1171,7 +1185,10 @@ fn step(model: &mut Model, op: Op) {
             assert!(last_error_is(&model.last_error), "strerror changed last_error");
         }
         Op::ReportBuffer { len, nulls } => {
-            let need = model.report_need;
+            // The report's size depends on the state (a heap attached by hand is described in
+            // it): ask for it now. The probe fails on purpose; last_error follows it.
+            let need = report_text_len();
+            model.last_error = last_error_bytes();
             let len = match len {
                 LenSel::Zero => 0,
                 LenSel::Small(x) => x as usize % (need + 32),

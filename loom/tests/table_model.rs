@@ -1,9 +1,11 @@
 //! The translation table's protocol under loom: every interleaving (up to the preemption bound)
 //! of a reader translating while a writer publishes, replaces (arrays growing from uniform, and
-//! shrinking back, buffers reused from the pool) or detaches. A reader's answer must be the
-//! answer of one table that was published while it read, or the status of "no table": never a
-//! mix of two tables, never a read of a freed buffer. Two reads wrapped in `Table::consistent`
-//! (as `local_ptr` makes them) come from one table, which two bare reads do not.
+//! shrinking back, buffers reused from the pool), attaches another heap or detaches. A reader's
+//! answer must be the answer of one table that was published while it read, or the status of
+//! "no table": never a mix of two tables, never a read of a freed buffer. A reader racing
+//! `attach` sees the old heap or the new one, never none (two publications, a detach and then
+//! the attach, are caught). `local_ptr`'s one read (translation, range and PE together) comes
+//! from one table, which two separate reads do not.
 //!
 //!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path loom/Cargo.toml
 //!
@@ -16,13 +18,18 @@ use loom::sync::Arc;
 use loom::thread;
 use upcxx_extra_nvshmem_loom::heap::Source;
 use upcxx_extra_nvshmem_loom::status::Status;
-use upcxx_extra_nvshmem_loom::table::{Global, Heap, PeerSpec, Table};
+use upcxx_extra_nvshmem_loom::table::{Global, Heap, PeerSpec, Peers, Table};
 
 const BASE: usize = 0x10_0000;
 const SIZE: usize = 0x1000;
 
 fn heap(n: i32) -> Heap {
     Heap { base: BASE, size: SIZE, mapped_size: SIZE, my_pe: 0, n_pes: n, device: 0, version: (3, 4, 5), source: Source::Manual }
+}
+
+/// Installs table `specs` for `h` (checked first, as `publish` does).
+fn set(t: &Table, h: Heap, specs: &[PeerSpec]) {
+    t.set_peers(&Peers::new(&h, specs).unwrap()).unwrap();
 }
 
 /// PE `pe` -> (rank, base) for a table "t": per-PE bases and a rotated rank map, distinct per t.
@@ -105,13 +112,13 @@ fn race(setup: fn(&Table), seen: fn() -> Vec<Option<Vec<PeerSpec>>>, write: fn(&
 }
 
 fn with_heap(t: &Table) {
-    t.set_heap(Some(heap(2)));
+    t.attach(heap(2));
 }
 
 /// A reader while the first table is published (before: heap, no peers).
 #[test]
 fn reader_against_publish() {
-    race(with_heap, || vec![None, Some(specs(2, 0))], |t| t.set_peers(&heap(2), &specs(2, 0)).unwrap());
+    race(with_heap, || vec![None, Some(specs(2, 0))], |t| set(t, heap(2), &specs(2, 0)));
 }
 
 /// A reader while a table with per-PE arrays replaces a uniform one (arrays grow from none),
@@ -121,18 +128,18 @@ fn reader_against_replace_growing_and_shrinking() {
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &uniform(2)).unwrap();
+            set(t, heap(2), &uniform(2));
         },
         || vec![Some(uniform(2)), Some(specs(2, 0))],
-        |t| t.set_peers(&heap(2), &specs(2, 0)).unwrap(),
+        |t| set(t, heap(2), &specs(2, 0)),
     );
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+            set(t, heap(2), &specs(2, 0));
         },
         || vec![Some(specs(2, 0)), Some(uniform(2))],
-        |t| t.set_peers(&heap(2), &uniform(2)).unwrap(),
+        |t| set(t, heap(2), &uniform(2)),
     );
 }
 
@@ -144,10 +151,10 @@ fn replace_reusing_the_pool() {
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &specs(2, 1)).unwrap();
+            set(t, heap(2), &specs(2, 1));
         },
         || vec![Some(specs(2, 1)), Some(specs(2, 2))],
-        |t| t.set_peers(&heap(2), &specs(2, 2)).unwrap(),
+        |t| set(t, heap(2), &specs(2, 2)),
     );
 }
 
@@ -157,11 +164,11 @@ fn reader_against_replace_from_the_pool() {
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
-            t.set_peers(&heap(2), &specs(2, 1)).unwrap(); // table 0's arrays go to the pool
+            set(t, heap(2), &specs(2, 0));
+            set(t, heap(2), &specs(2, 1)); // table 0's arrays go to the pool
         },
         || vec![Some(specs(2, 1)), Some(specs(2, 2))],
-        |t| t.set_peers(&heap(2), &specs(2, 2)).unwrap(), // takes them back, rewrites them
+        |t| set(t, heap(2), &specs(2, 2)), // takes them back, rewrites them
     );
 }
 
@@ -171,10 +178,10 @@ fn reader_against_detach() {
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+            set(t, heap(2), &specs(2, 0));
         },
         || vec![Some(specs(2, 0)), None],
-        |t| t.set_heap(None),
+        |t| t.detach(),
     );
 }
 
@@ -184,48 +191,110 @@ fn reader_against_a_larger_heap() {
     race(
         |t| {
             with_heap(t);
-            t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+            set(t, heap(2), &specs(2, 0));
         },
         || vec![Some(specs(2, 0)), None, Some(specs(3, 1))],
         |t| {
-            t.set_heap(Some(heap(3)));
-            t.set_peers(&heap(3), &specs(3, 1)).unwrap();
+            t.attach(heap(3));
+            set(t, heap(3), &specs(3, 1));
         },
     );
 }
 
-/// Two reads (a translation and the heap's extent, as `local_ptr` makes them) against a detach:
-/// `consistent` makes them one snapshot, so the answer is the table's with its extent, or no
-/// table with no extent. `consistent` false: the two reads done bare.
-fn translation_and_extent(consistent: bool) {
+/// `local_ptr`'s question (the translation of a range and my PE) against a detach. `one_read`:
+/// as `local_ptr` asks it, one read (`from_global_range`), so the answer is the table's with its
+/// PE, or no table and no heap. Otherwise as two reads (the translation, then the heap's
+/// extent), which can mix two tables.
+fn translation_and_my_pe(one_read: bool) {
     model(move || {
         let t = Arc::new(Table::new());
         with_heap(&t);
-        t.set_peers(&heap(2), &specs(2, 0)).unwrap();
+        set(&t, heap(2), &specs(2, 0));
         let r = {
             let t = t.clone();
             thread::spawn(move || {
                 let (rank, raw) = (specs(2, 0)[1].rank, specs(2, 0)[1].base + 0x40);
-                let both = || (t.from_global(rank, raw).is_ok(), t.extent());
-                let (ok, extent) = if consistent { t.consistent(both) } else { both() };
+                let (ok, heap) = if one_read {
+                    match t.from_global_range(rank, raw, 8) {
+                        Ok((_, _, my_pe)) => (true, (BASE, SIZE, my_pe)),
+                        Err(e) if e.status == Status::TableNotSet => (false, (0, 0, 0)),
+                        Err(e) => panic!("{:?}: {}", e.status, e.message),
+                    }
+                } else {
+                    (t.from_global(rank, raw).is_ok(), t.extent())
+                };
                 let with_table = (true, (BASE, SIZE, 0));
                 let without = (false, (0, 0, 0));
-                assert!((ok, extent) == with_table || (ok, extent) == without, "a mix of two tables: {ok} with extent {extent:?}");
+                assert!((ok, heap) == with_table || (ok, heap) == without, "a mix of two tables: {ok} with heap {heap:?}");
             })
         };
-        t.set_heap(None);
+        t.detach();
         r.join().unwrap();
     });
 }
 
 #[test]
-fn consistent_reads_come_from_one_table() {
-    translation_and_extent(true);
+fn one_read_comes_from_one_table() {
+    translation_and_my_pe(true);
 }
 
-/// Without `consistent`, the model finds the mix (so the test above is not vacuous).
+/// With two reads, the model finds the mix (so the test above is not vacuous).
 #[test]
 #[should_panic(expected = "a mix of two tables")]
-fn bare_reads_can_mix_tables() {
-    translation_and_extent(false);
+fn two_reads_can_mix_tables() {
+    translation_and_my_pe(false);
+}
+
+/// A second heap (another base, 3 PEs) for the attach race.
+fn other_heap() -> Heap {
+    Heap { base: BASE + 0x100_0000, n_pes: 3, my_pe: 2, ..heap(2) }
+}
+
+/// A reader racing a heap replaced by hand: `attach` (one publication), or `detach` then
+/// `attach` (two). The reader asks what `heap_query`'s callers and the translation calls see:
+/// the heap's extent must be the old heap's or the new one's, and an offset in the old heap must
+/// be answered by the old heap or refused as outside the new one, never "no heap is known".
+fn reader_against_attach(two_publications: bool) {
+    model(move || {
+        let t = Arc::new(Table::new());
+        with_heap(&t);
+        set(&t, heap(2), &specs(2, 0));
+        t.set_extent(SIZE / 2).unwrap();
+        let r = {
+            let t = t.clone();
+            thread::spawn(move || {
+                let old = (BASE, SIZE / 2, 0);
+                let new = (other_heap().base, SIZE, 2);
+                let e = t.extent();
+                assert!(e == old || e == new, "the heap seen while attach ran: {e:?}, neither the old nor the new one");
+                match t.offset(BASE + 0x10) {
+                    Ok(off) => assert_eq!(off, 0x10),
+                    Err(e) => assert_eq!(
+                        e.status,
+                        Status::OutOfHeap,
+                        "offset while attach ran: {:?} ({}), neither the old nor the new one",
+                        e.status,
+                        e.message
+                    ),
+                }
+            })
+        };
+        if two_publications {
+            t.detach();
+        }
+        t.attach(other_heap());
+        r.join().unwrap();
+    });
+}
+
+#[test]
+fn a_reader_racing_attach_sees_the_old_or_the_new_heap() {
+    reader_against_attach(false);
+}
+
+/// Publishing "no heap" and then the new one (what `publish::attach` did before) is caught.
+#[test]
+#[should_panic(expected = "neither the old nor the new one")]
+fn detach_then_attach_shows_no_heap() {
+    reader_against_attach(true);
 }

@@ -4,12 +4,12 @@
 use std::ffi::c_void;
 use std::path::PathBuf;
 use upcxx_extra_nvshmem::discovery::Source;
-use upcxx_extra_nvshmem::ffi::UpcxxExtraNvshmemHeapInfo;
+use upcxx_extra_nvshmem::ffi::HeapInfo;
 
 /// A heap description for `upcxx_extra_nvshmem_attach`: `size` bytes at `base`, all mapped,
 /// PE `my_pe` of `n_pes`, device and versions unknown (tests change fields with `..`).
-pub fn heap_info(base: *mut c_void, size: usize, my_pe: i32, n_pes: i32) -> UpcxxExtraNvshmemHeapInfo {
-    UpcxxExtraNvshmemHeapInfo {
+pub fn heap_info(base: *mut c_void, size: usize, my_pe: i32, n_pes: i32) -> HeapInfo {
+    HeapInfo {
         base,
         size,
         mapped_size: size,
