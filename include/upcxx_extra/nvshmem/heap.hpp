@@ -305,7 +305,7 @@ private:
                                  " to rank " + std::to_string(rank_d);
         const detail::copy_engine::ticket t = engine_->issue(to, from, bytes, after, what);
         auto note = std::make_shared<notifier<Cxs>>(rank_d, std::forward<Cxs>(cxs));
-        if (bytes <= detail::copy_engine::sync_copy_max) {
+        if (bytes <= detail::copy_engine::sync_copy_max && !after) {  // copy_after never waits on the host
             if (engine_->wait(t, what) == cudaSuccess) {
                 auto returner = cx::returner(*note->here, true);  // done in the call, as UPC++ sees it
                 note->notify();
