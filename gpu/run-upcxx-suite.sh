@@ -80,7 +80,8 @@ copy_run() { # label env... program args
   local label="$1"; shift
   echo; echo "== $label: $*"
   local t0=$SECONDS log="$OUTDIR/copy-run.log"
-  timeout "${UXN_COPY_TIMEOUT:-300}" env "$@" > "$log" 2>&1; local rc=$?
+  # The programs' own watchdog ends a hung rank after 300 s (UXN_TEST_TIMEOUT) with a FAIL line.
+  timeout "${UXN_COPY_TIMEOUT:-360}" env "$@" > "$log" 2>&1; local rc=$?
   { echo "== $label"; cat "$log"; } >> "$OUTDIR/all.log"
   # Every failing or skipped check, and the last lines (the final RESULT, an abort's message).
   grep -E "RESULT [^ ]+ (FAIL|SKIPPED)|ERROR|rror|bort" "$log" | head -60

@@ -196,6 +196,7 @@ static void f9_raw_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char 
     check("F9.raw_host", ok && count_wrong(b, small, prev, salt) == 0, "host T* -> next PE's heap: bytes right");
     ok = waited("F9.raw_host", heap.copy(gb_next, back.data(), small), "heap.copy(next's heap, host T*)");
     check("F9.raw_host", ok && back == h, "next PE's heap -> host T*: bytes right");
+    barrier();  // the previous PE has read my b: it may be written again
     // const T* source with completions.
     std::vector<unsigned char> back2(small, 0);
     upcxx::future<> of, sf;
@@ -210,6 +211,7 @@ static void f9_raw_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char 
     c0 = heap.copies();
     ok = waited("F9.upcxx_host", heap.copy(gb, hg, small), "heap.copy(my heap, UPC++ host gp)");
     check("F9.upcxx_host", ok && std::memcmp(hg.local(), h.data(), small) == 0, "my heap -> UPC++ host global_ptr: bytes right");
+    barrier();  // read my b before the previous PE writes it
     ok = waited("F9.upcxx_host", heap.copy(aptr(hg), aptr(gb_next), small), "heap.copy(UPC++ host any, next's heap any)");
     barrier();
     check("F9.upcxx_host", ok && count_wrong(b, small, prev, salt) == 0, "UPC++ host -> next's heap (memory_kind::any): bytes right");
@@ -732,8 +734,10 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
         } catch (const heap_error &e) {
             thrown = true;
             msg = e.what();
-            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR && e.errc() == upcxx::extra::nvshmem_errc::cuda,
-                  "%s: check_copies() throws CUDA_ERROR (errc cuda): %s", what, e.what());
+            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, "%s: check_copies() throws CUDA_ERROR: %s",
+                  what, e.what());
+            check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda, "%s: its errc() is nvshmem_errc::cuda (%d)",
+                  what, static_cast<int>(e.errc()));
         }
         if (!thrown) check("F4.check_copies", false, "%s: check_copies() did not throw", what);
         if (thrown)
@@ -801,8 +805,11 @@ static void f6_growth(nvshmem_heap &heap, unsigned char *a) {
     check("F6.newest_chunk", !threw && failed == 0 && wrong == 0 && chunks.size() == 40,
           "copies into the last MiB of the newest allocation of the next PE after each update(): %ld wrong bytes, %ld timeouts", wrong,
           failed);
-    if (can_grow)
-        check("F6.extent", heap.extent() >= extent0 + 40 * chunk, "extent %zu -> %zu bytes", extent0, heap.extent());
+    if (!chunks.empty()) {
+        const std::size_t end = static_cast<std::size_t>(static_cast<char *>(chunks.back()) + chunk - static_cast<char *>(heap.base()));
+        check("F6.extent", end <= heap.extent(), "extent %zu -> %zu bytes, covering the newest allocation (ends at offset %zu)%s",
+              extent0, heap.extent(), end, can_grow ? "" : " (no growth: the heap is mapped whole)");
+    }
     barrier();
     for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) nvshmem_free(*it);
 }
