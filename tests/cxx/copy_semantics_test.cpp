@@ -381,19 +381,28 @@ static void rpc_check_at_target(dptr dst, std::size_t n, int initiator, int salt
 static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     int salt = 70;
 #if UPCXX_THREADMODE
-    // A persona on another thread, progressing until told to stop: as_lpc targets it.
-    std::atomic<upcxx::persona *> other{nullptr};
-    std::atomic<bool> stop{false};
-    std::thread progress_thread([&] {
-        cudaSetDevice(gpu);
-        upcxx::persona p2;
-        upcxx::persona_scope scope(p2);
-        other = &p2;
-        while (!stop) upcxx::progress();
-        other = nullptr;
-    });
-    while (!other) std::this_thread::yield();
-    upcxx::persona &lpc_target = *other;
+    // A persona on another thread, progressing until told to stop (also when an exception leaves
+    // this function): as_lpc targets it.
+    struct progress_thread_t {
+        std::atomic<upcxx::persona *> other{nullptr};
+        std::atomic<bool> stop{false};
+        std::thread t;
+        progress_thread_t() {
+            t = std::thread([this] {
+                cudaSetDevice(gpu);
+                upcxx::persona p2;
+                upcxx::persona_scope scope(p2);
+                other = &p2;
+                while (!stop) upcxx::progress();
+            });
+            while (!other) std::this_thread::yield();
+        }
+        ~progress_thread_t() {
+            stop = true;
+            t.join();
+        }
+    } progress_thread;
+    upcxx::persona &lpc_target = *progress_thread.other;
     const char *lpc_where = "another thread's persona";
 #else
     upcxx::persona &lpc_target = upcxx::current_persona();
@@ -512,10 +521,6 @@ static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *
         path_is("F7.path", c0, mapped ? copies : 0, mapped ? 0 : copies, "the completion forms");
         barrier();
     }
-#if UPCXX_THREADMODE
-    stop = true;
-    progress_thread.join();
-#endif
 }
 
 // =================================================================================================
@@ -909,6 +914,20 @@ static void f1_destroy_drains(unsigned char *a, unsigned char *b) {
     barrier();
 }
 
+// One check group. An exception out of it (heap.copy throwing where it must not) is a FAIL line
+// naming the group, then an abort: the other ranks may be waiting in a collective of the group,
+// and UPC++ / GASNet end the whole job on the abort instead of leaving them to the watchdog.
+template <class F>
+static void group(const char *name, F f) {
+    try {
+        f();
+    } catch (const std::exception &e) {
+        check(name, false, "an exception left the check group: %s", e.what());
+        std::fflush(stdout);
+        std::abort();
+    }
+}
+
 int main() {
     upcxx::init();
     copy_test::program() = "copy_semantics_test";
@@ -941,18 +960,18 @@ int main() {
     {
         nvshmem_heap heap;
         g_heap = &heap;
-        f9_raw_pointers(heap, a, b);
-        f5_deferral(heap, a, b);
-        f7_completions(heap, a, b);
-        f8_copy_after(heap, a, b);
-        f2_own_allocator_and_old_pointers(heap, a, b);
-        f4_failed_copy(heap, a, b);
-        f6_growth(heap, a);
-        heap.destroy();
+        group("F9", [&] { f9_raw_pointers(heap, a, b); });
+        group("F5", [&] { f5_deferral(heap, a, b); });
+        group("F7", [&] { f7_completions(heap, a, b); });
+        group("F8", [&] { f8_copy_after(heap, a, b); });
+        group("F2", [&] { f2_own_allocator_and_old_pointers(heap, a, b); });
+        group("F4", [&] { f4_failed_copy(heap, a, b); });
+        group("F6", [&] { f6_growth(heap, a); });
+        group("destroy", [&] { heap.destroy(); });
         g_heap = nullptr;
     }
-    f3_other_device(a, b);
-    f1_destroy_drains(a, b);
+    group("F3", [&] { f3_other_device(a, b); });
+    group("F1", [&] { f1_destroy_drains(a, b); });
     nvshmem_free(b);
     nvshmem_free(a);
     nvshmem_finalize();
