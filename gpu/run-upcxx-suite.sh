@@ -86,7 +86,8 @@ copy_run() { # label env... program args
   # Every failing or skipped check, and the last lines (the final RESULT, an abort's message).
   grep -E "RESULT [^ ]+ (FAIL|SKIPPED)|ERROR|rror|bort" "$log" | head -60
   tail -3 "$log"
-  summary+=("SUMMARY $label exit=$rc $(grep -c 'RESULT [^ ]*\.[^ ]* PASS' "$log") passed $(grep -c 'RESULT [^ ]*\.[^ ]* FAIL' "$log") failed-checks $(grep -o 'RESULT copy_[a-z_]* \(PASS\|FAIL\|SKIPPED\)' "$log" | tail -1) ($((SECONDS - t0)) s)")
+  # "exit=N M failed-checks" first: the form the suite's final verdict reads.
+  summary+=("SUMMARY $label exit=$rc $(grep -c 'RESULT [^ ]*\.[^ ]* FAIL' "$log") failed-checks $(grep -c 'RESULT [^ ]*\.[^ ]* PASS' "$log") passed $(grep -o 'RESULT copy_[a-z_]* \(PASS\|FAIL\|SKIPPED\)' "$log" | tail -1) ($((SECONDS - t0)) s)")
 }
 if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
   copy_homes=("${homes[0]}")
@@ -102,7 +103,8 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
           { [ "$CM" = opt ] || [ "${UXN_COPY_COVER_DEBUG:-0}" = 1 ]; } && progs+=(copy_cover_test)
           for prog in "${progs[@]}"; do
             UPCXX_THREADMODE=$TM UPCXX_CODEMODE=$CM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
-              bash tests/cxx/build-upcxx-program.sh "tests/cxx/$prog.cpp" "$B/$prog" || echo "BUILD FAILED: $prog ($REL $TM $CM $nvver)"
+              bash tests/cxx/build-upcxx-program.sh "tests/cxx/$prog.cpp" "$B/$prog" ||
+              { echo "BUILD FAILED: $prog ($REL $TM $CM $nvver)"; summary+=("SUMMARY BUILD FAILED: $prog ($REL $TM $CM $nvver) exit=1"); }
           done
           L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
           one="CUDA_VISIBLE_DEVICES=${UXN_COPY_GPU:-0}"
