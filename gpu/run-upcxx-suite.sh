@@ -77,6 +77,69 @@ for NV in "${homes[@]}"; do
     done
   done
 done
+
+# ---- nvshmem_heap::copy's own tests (tests/cxx/copy_semantics_test.cpp, copy_cover_test.cpp): each
+# ---- UPC++ release x threadmode (UXN_COPY_THREADMODES, default "seq par") x codemode
+# ---- (UXN_COPY_CODEMODES, default "opt debug"; copy_cover_test in opt only unless
+# ---- UXN_COPY_COVER_DEBUG=1), 2 ranks (UXN_COPY_RANKS) on ONE GPU (CUDA_VISIBLE_DEVICES=UXN_COPY_GPU,
+# ---- default 0), CUDA VMM on and off; copy_cover_test also with the fallback forced
+# ---- (UPCXX_EXTRA_NVSHMEM_COPY=upcxx); copy_semantics_test once more with every GPU visible (a GPU
+# ---- per rank: its F3 needs 2 GPUs visible). The machine's NVSHMEM (UXN_COPY_ALL_NVSHMEM=1: every
+# ---- NVSHMEM given). UXN_COPY_TESTS=0 skips the block. One SUMMARY line per run.
+copy_run() { # label env... program args
+  local label="$1"; shift
+  echo; echo "== $label: $*"
+  local t0=$SECONDS log="$OUTDIR/copy-run.log"
+  # The programs' own watchdog ends a hung rank after 300 s (UXN_TEST_TIMEOUT) with a FAIL line.
+  timeout "${UXN_COPY_TIMEOUT:-360}" env "$@" > "$log" 2>&1; local rc=$?
+  { echo "== $label"; cat "$log"; } >> "$OUTDIR/all.log"
+  # Every failing or skipped check, and the last lines (the final RESULT, an abort's message).
+  grep -E "RESULT [^ ]+ (FAIL|SKIPPED)|ERROR|rror|bort" "$log" | head -60
+  tail -3 "$log"
+  # "exit=N M failed-checks" first: the form the suite's final verdict reads.
+  summary+=("SUMMARY $label exit=$rc $(grep -c 'RESULT [^ ]*\.[^ ]* FAIL' "$log") failed-checks $(grep -c 'RESULT [^ ]*\.[^ ]* PASS' "$log") passed $(grep -o 'RESULT copy_[a-z_]* \(PASS\|FAIL\|SKIPPED\)' "$log" | tail -1) ($((SECONDS - t0)) s)")
+}
+if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
+  copy_homes=("${homes[0]}")
+  [ "${UXN_COPY_ALL_NVSHMEM:-0}" = 1 ] && copy_homes=("${homes[@]}")
+  ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+  for NV in "${copy_homes[@]}"; do
+    nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
+    for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
+      for TM in ${UXN_COPY_THREADMODES:-seq par}; do
+        for CM in ${UXN_COPY_CODEMODES:-opt debug}; do
+          U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-copy-$REL-$TM-$CM-nvshmem$nvver"; mkdir -p "$B"
+          progs=(copy_semantics_test)
+          { [ "$CM" = opt ] || [ "${UXN_COPY_COVER_DEBUG:-0}" = 1 ]; } && progs+=(copy_cover_test)
+          for prog in "${progs[@]}"; do
+            UPCXX_THREADMODE=$TM UPCXX_CODEMODE=$CM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
+              bash tests/cxx/build-upcxx-program.sh "tests/cxx/$prog.cpp" "$B/$prog" ||
+              { echo "BUILD FAILED: $prog ($REL $TM $CM $nvver)"; summary+=("SUMMARY BUILD FAILED: $prog ($REL $TM $CM $nvver) exit=1"); }
+          done
+          L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
+          one="CUDA_VISIBLE_DEVICES=${UXN_COPY_GPU:-0}"
+          heap="UPCXX_SHARED_HEAP_SIZE=1GB"  # the fallback stages 64 MiB copies in UPC++'s shared heap
+          np="${UXN_COPY_RANKS:-2}"
+          tag="UPC++ $REL $TM $CM, NVSHMEM $nvver"
+          copy_run "copy_semantics VMM on, 1 GPU, $tag" "$L" "$one" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_semantics_test"
+          copy_run "copy_semantics VMM off, 1 GPU, $tag" "$L" "$one" "$heap" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=4G \
+            "$U/bin/upcxx-run" -n "$np" "$B/copy_semantics_test"
+          if [ "$ngpu" -ge 2 ]; then
+            copy_run "copy_semantics VMM on, a GPU per rank, $tag" "$L" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_semantics_test"
+          fi
+          if [ -x "$B/copy_cover_test" ]; then
+            copy_run "copy_cover VMM on, 1 GPU, $tag" "$L" "$one" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_cover_test"
+            copy_run "copy_cover VMM off, 1 GPU, $tag" "$L" "$one" "$heap" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G \
+              "$U/bin/upcxx-run" -n "$np" "$B/copy_cover_test"
+            copy_run "copy_cover fallback forced, 1 GPU, $tag" "$L" "$one" "$heap" UPCXX_EXTRA_NVSHMEM_COPY=upcxx \
+              "$U/bin/upcxx-run" -n "$np" "$B/copy_cover_test"
+          fi
+        done
+      done
+    done
+  done
+fi
+# ---- end of nvshmem_heap::copy's own tests
 echo
 printf '%s\n' "${summary[@]}"
 # Non-zero when any run failed: an exit status other than 0 (77 is a skip), or a failed check.

@@ -360,6 +360,51 @@ if [ "$installed" = 1 ]; then
     echo "== README first program and consumer: SKIPPED: no UPC++ in $UPCXX_ROOT or no NVSHMEM"
     skipped+=("README first program and consumer (no UPC++ or no NVSHMEM)")
   fi
+
+  # ---- copy tests in the debug codemode (tests/cxx/copy_*; the opt builds are in the C++ layer
+  # ---- steps above, CMake block 4). Per release and threadmode: copy_semantics_test (and, par
+  # ---- only, copy_cover_test: about 70 s to compile in debug) compiled and linked against UPC++'s
+  # ---- debug codemode (assertions on: global pointer arithmetic across allocators asserts there)
+  # ---- and started (exit 77 without a GPU); copy_signatures compiled in debug (par only: its
+  # ---- table does not depend on the threadmode).
+  copy_tests_debug() { # release threadmode
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/copy-debug-$1-$2" cuda="$UPCXX_ROOT/cuda-home" nvcc prog rc
+    local newest="${UXN_NVSHMEM_ROOTS##*:}" M="$UPCXX_ROOT/upcxx-$1/bin/upcxx-meta"
+    [ -x "$M" ] || { echo "no $M"; return 1; }
+    mkdir -p "$dir"
+    if [ "$2" = par ]; then
+      # shellcheck disable=SC2046
+      ( export UPCXX_CODEMODE=debug UPCXX_THREADMODE="$2" UPCXX_NETWORK=smp
+        $("$M" CXX) $("$M" CXXFLAGS) -std=c++17 $("$M" PPFLAGS) -I"$MOVED/include" -Wall -Wextra \
+          -c "$ROOT/tests/cxx/copy_signatures.cpp" -o "$dir/copy_signatures.o" ) || return 1
+      echo "copy_signatures: compiled (debug, $2)"
+    fi
+    nvcc="$(command -v nvcc || true)"
+    [ -n "$nvcc" ] || nvcc="$CACHE/nvcc/nvidia/cu13/bin/nvcc"
+    [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
+    if [ ! -x "$nvcc" ] || [ -z "$newest" ]; then echo "SKIPPED: the GPU programs (no nvcc or NVSHMEM)"; return 0; fi
+    local progs=(copy_semantics_test)
+    [ "$2" = par ] && progs+=(copy_cover_test)
+    for prog in "${progs[@]}"; do
+      UPCXX_INSTALL="$u" UPCXX_THREADMODE="$2" UPCXX_CODEMODE=debug NVSHMEM_HOME="$newest" UXN_PREFIX="$MOVED" \
+        NVCC="$nvcc" CUDA_HOME="$cuda" bash "$ROOT/tests/cxx/build-upcxx-program.sh" \
+        "$ROOT/tests/cxx/$prog.cpp" "$dir/$prog" || return 1
+      rc=0
+      env UPCXX_SHARED_HEAP_SIZE=256MB LD_LIBRARY_PATH="$newest/lib:$UPCXX_ROOT/cuda-home/lib64/stubs" \
+        timeout 300 "$u/bin/upcxx-run" -n 2 "$dir/$prog" > "$dir/$prog.log" 2>&1 || rc=$?
+      sed 's/^/   /' "$dir/$prog.log" | tail -5
+      # 77: skipped (no GPU here); 0: passed (a GPU here); anything else fails the step.
+      if [ "$rc" != 77 ] && [ "$rc" != 0 ]; then echo "$prog (debug, $1 $2): exit $rc"; return 1; fi
+    done
+  }
+  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1; then
+    for rel in 2020.10.0 2023.9.0; do
+      for tm in seq par; do
+        step "copy tests, debug codemode: UPC++ $rel $tm" copy_tests_debug "$rel" "$tm" || true
+      done
+    done
+  fi
+  # ---- end of copy tests in the debug codemode
 fi
 
 echo

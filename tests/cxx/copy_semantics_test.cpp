@@ -1,0 +1,984 @@
+// copy_semantics_test: what nvshmem_heap::copy promises beyond moving bytes, one check group per
+// promise, each written so that a plausible naive implementation FAILS it (the comment of each
+// group says which one). 2 ranks or more (ranks may share a GPU), NVSHMEM bootstrapped from UPC++.
+//
+//   F9 a raw T* INTO the heap (source or destination, with or without completions) throws
+//      nvshmem_error INVALID_ARGUMENT naming heap.to_global_ptr, copies nothing; raw host T* to
+//      and from the heap works (upcxx::copy's private-memory semantics, the fallback), as does a
+//      UPC++ host global_ptr.
+//      Naive: a raw pointer taken as a symmetric address (the old overloads), or handed to
+//      upcxx::copy, which reads device memory as host memory.
+//   F5 deferral. UPC++ 2020.10: a fast copy's future (operation and source), promise and as_lpc are
+//      not ready / have not run when copy() returns, and a .then attached then does not run
+//      inside it. UPC++ >= 2023.3: the same with as_defer_future / as_defer_promise; as_eager_*
+//      and the default (eager unless UPCXX_DEFER_COMPLETION) may be ready at return, and if so
+//      the bytes must be at the destination already, and a ready source future means the source
+//      may be overwritten at once. Small (4 KiB) and large (64 MiB) copies, local and remote.
+//      Naive: a copy waited for in the call returning make_future() (ready on 2020.10 and for
+//      as_defer_*), or an eager future ready before the bytes landed.
+//   F7 every completion form on the fast path, small and large: as_promise, as_lpc (par: to a
+//      persona of another thread, which must be where it runs), source_cx::as_future (then the
+//      source is overwritten: the destination must keep the copied bytes), remote_cx::as_rpc
+//      (UPC++ >= 2021.3; the RPC reads the bytes at the target, on its master persona), and
+//      combinations with |; each notification exactly once; the fast path counted.
+//      Naive: completions other than a future dropped or run on the wrong persona; as_rpc run
+//      before the bytes landed or not at all.
+//   F8 copy_after(s, ...): s = a host function sleeping 200 ms, then cudaMemsetAsync(src, 0x5a);
+//      the destination must be all 0x5a (a copy not ordered after s reads the old bytes), and on
+//      the fast path copy_after returns before s has drained (no host synchronisation); also with
+//      completions and on the fallback (a host destination).
+//   F2 a device global_ptr of the user's own allocator on this rank (UPC++ >= 2022.3
+//      make_gpu_allocator; skipped on 2020.10 where the heap owns the GPU's only cuda_device)
+//      with heap memory: the fast path, counted, bytes right (static and memory_kind::any); a
+//      peer's own-allocator pointer: the fallback; a global pointer made BEFORE update() and the
+//      heap's growth, copied to and from memory mapped after. Meant for the debug codemode too:
+//      global-pointer arithmetic across allocators asserts there.
+//   F4 (test hook) a fast copy that "fails" when it completes (fail_fast_copies: the copy reports
+//      a CUDA error and moves NO bytes; a real asynchronous CUDA failure cannot be provoked
+//      safely, this stands in for one): its future becomes ready only once the bytes are right
+//      (redone through upcxx::copy); check_copies() throws CUDA_ERROR naming it (its byte count)
+//      once; copies issued afterwards (and, par, concurrently from another thread) do not throw.
+//   F6 40 growths (nvshmem_malloc 512 MiB + update(); without CUDA VMM the heap cannot grow: 8 MiB
+//      allocations): segments() stays <= 1, no abort, copies into the newest chunk of the next PE
+//      right.
+//   F3 (>= 2 GPUs visible) the calling thread's current device is another GPU than the heap's,
+//      from the heap's first copy on: copies right, fast, no error later, the caller's device
+//      left as it was.
+//   F1 destroy() drains: rank 0 copies 64 MiB into rank 1's heap without waiting, and another 64
+//      MiB with copy_after behind a 300 ms host function; destroy(); rank 1 checks every byte as
+//      soon as destroy() returns; rank 0's futures become ready; nvshmem_free + nvshmem_finalize.
+//
+// RESULT lines per check (copy_test_util.hpp); exit 1 on any failure, 77 without a GPU or with
+// one rank.   upcxx-run -n 2 ./copy_semantics_test
+#define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
+
+#include <cuda_runtime.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <unistd.h>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+#include "copy_test_util.hpp"
+
+using upcxx::extra::nvshmem_heap;
+using copy_test::check;
+using copy_test::count_not;
+using copy_test::count_wrong;
+using copy_test::fill;
+using copy_test::heap_error;
+using copy_test::ready;
+using copy_test::skip;
+using copy_test::wait_for;
+using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
+using aptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::any>;
+using hptr = upcxx::global_ptr<unsigned char>;
+using upcxx::operation_cx;
+using upcxx::remote_cx;
+using upcxx::source_cx;
+
+#if UPCXX_VERSION > 20201000L
+#define COPY_HAS_REMOTE_CX 1  // upcxx::copy has no remote_cx in 2020.10 (its body does not compile)
+#else
+#define COPY_HAS_REMOTE_CX 0
+#endif
+#if UPCXX_VERSION >= 20230300L
+#define COPY_HAS_EAGER 1  // as_eager_* / as_defer_*, eager by default
+#else
+#define COPY_HAS_EAGER 0  // every notification is delivered in progress
+#endif
+#if UPCXX_VERSION >= 20220300L
+#define HAS_GPU_ALLOCATOR 1
+#else
+#define HAS_GPU_ALLOCATOR 0
+#endif
+
+static const std::size_t MiB = std::size_t(1) << 20;
+static const std::size_t big = 64 * MiB;   // an asynchronous fast copy
+static const std::size_t small = 4096;     // one that may complete inside copy()
+static const std::size_t cap = 128 * MiB + 4096;
+
+static nvshmem_heap *g_heap = nullptr;
+static int me, nranks, next, prev, gpu;
+static bool mapped = false;  // NVSHMEM maps the next PE's heap here: fast copies between the PEs
+static bool forced = false;  // UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back
+
+static const char *sz(std::size_t n) { return n >= MiB ? "64 MiB" : "4 KiB"; }
+
+// The path the copies since c0 took: `fast` fast copies and `fallback` fallback ones.
+static bool path_is(const char *name, const nvshmem_heap::copy_counts &c0, std::size_t fast, std::size_t fallback,
+                    const char *what) {
+    const auto c1 = g_heap->copies();
+    if (forced) {
+        fallback += fast;
+        fast = 0;
+    }
+    return check(name, c1.fast - c0.fast == fast && c1.fallback - c0.fallback == fallback,
+                 "%s: %zu fast + %zu fallback copies (expected %zu + %zu)", what, c1.fast - c0.fast,
+                 c1.fallback - c0.fallback, fast, fallback);
+}
+
+template <class F>
+static void expect_error(const char *name, upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
+    try {
+        f();
+        check(name, false, "%s: no exception", what);
+    } catch (const heap_error &e) {
+        check(name, e.status() == want && std::strstr(e.what(), needle), "%s -> status %d (want %d), message naming '%s': %s",
+              what, static_cast<int>(e.status()), static_cast<int>(want), needle, e.what());
+    } catch (const std::exception &e) {
+        check(name, false, "%s: another exception: %s", what, e.what());
+    }
+}
+
+// wait_for with a FAIL line.
+template <class Fut>
+static bool waited(const char *name, const Fut &f, const char *what, double seconds = 60) {
+    if (wait_for(f, seconds)) return true;
+    check(name, false, "%s: not complete after %.0f s", what, seconds);
+    return false;
+}
+
+static void barrier() { upcxx::barrier(); }
+
+// Rank-symmetric setup for a copy `mine -> next's dst`: my src := pattern(me, salt), my dst := 0.
+static void prepare(unsigned char *src, unsigned char *dst, std::size_t n, int salt) {
+    fill(src, n, me, salt);
+    cudaMemset(dst, 0, n);
+    cudaDeviceSynchronize();
+    barrier();
+}
+
+static void CUDART_CB sleep_host_fn(void *ms) { usleep(static_cast<useconds_t>(*static_cast<int *>(ms)) * 1000u); }
+
+// =================================================================================================
+// F9: raw pointers.
+static void f9_raw_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    const dptr ga = heap.to_global_ptr(a), gb = heap.to_global_ptr(b), gb_next = heap.to_global_ptr(b, next);
+    const upcxx_extra_nvshmem_status_t INV = UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT;
+    cudaMemset(b, 0, small);
+    cudaDeviceSynchronize();
+    expect_error("F9.raw_heap_source", INV, "to_global_ptr", "heap.copy(const T* into the heap, gp, n)",
+                 [&] { (void)heap.copy(static_cast<const unsigned char *>(a), gb, small); });
+    expect_error("F9.raw_heap_source", INV, "to_global_ptr", "heap.copy(T* into the heap (interior), gp, n)",
+                 [&] { (void)heap.copy(a + 4097, gb, 16); });
+    expect_error("F9.raw_heap_source", INV, "to_global_ptr", "heap.copy(T* into the heap, gp, n, op|src futures)",
+                 [&] { (void)heap.copy(a, gb, small, operation_cx::as_future() | source_cx::as_future()); });
+    expect_error("F9.raw_heap_destination", INV, "to_global_ptr", "heap.copy(gp, T* into the heap, n)",
+                 [&] { (void)heap.copy(ga, b, small); });
+    expect_error("F9.raw_heap_destination", INV, "to_global_ptr", "heap.copy(gp of the next PE, T* into the heap, n)",
+                 [&] { (void)heap.copy(heap.to_global_ptr(a, next), b + 100, 16); });
+    upcxx::promise<> p;
+    expect_error("F9.raw_heap_destination", INV, "to_global_ptr", "heap.copy(gp, T* into the heap, n, as_promise)",
+                 [&] { heap.copy(ga, b, small, operation_cx::as_promise(p)); });
+    check("F9.nothing_copied", count_not(b, small, 0) == 0, "the refused copies wrote nothing");
+
+    // Raw host memory (the caller's private memory, as upcxx::copy reads it) to and from the heap.
+    const int salt = 91;
+    std::vector<unsigned char> h = copy_test::host_pattern(small, me, salt), back(small, 0);
+    cudaMemset(b, 0, small);
+    cudaDeviceSynchronize();
+    barrier();
+    auto c0 = heap.copies();
+    bool ok = waited("F9.raw_host", heap.copy(h.data(), gb_next, small), "heap.copy(host T*, next's heap)");
+    barrier();
+    check("F9.raw_host", ok && count_wrong(b, small, prev, salt) == 0, "host T* -> next PE's heap: bytes right");
+    ok = waited("F9.raw_host", heap.copy(gb_next, back.data(), small), "heap.copy(next's heap, host T*)");
+    check("F9.raw_host", ok && back == h, "next PE's heap -> host T*: bytes right");
+    barrier();  // the previous PE has read my b: it may be written again
+    // const T* source with completions.
+    std::vector<unsigned char> back2(small, 0);
+    upcxx::future<> of, sf;
+    std::tie(of, sf) = heap.copy(static_cast<const unsigned char *>(h.data()), gb, small,
+                                 operation_cx::as_future() | source_cx::as_future());
+    ok = waited("F9.raw_host", upcxx::when_all(of, sf), "heap.copy(const host T*, my heap, op|src)");
+    check("F9.raw_host", ok && count_wrong(b, small, me, salt) == 0, "const host T* -> my heap with op|src futures: bytes right");
+    path_is("F9.raw_host_path", c0, 0, 3, "raw host pointers");
+    // A UPC++ host global_ptr (UPC++'s shared segment) with the heap: the fallback too.
+    hptr hg = upcxx::new_array<unsigned char>(small);
+    std::memset(hg.local(), 0, small);
+    c0 = heap.copies();
+    ok = waited("F9.upcxx_host", heap.copy(gb, hg, small), "heap.copy(my heap, UPC++ host gp)");
+    check("F9.upcxx_host", ok && std::memcmp(hg.local(), h.data(), small) == 0, "my heap -> UPC++ host global_ptr: bytes right");
+    barrier();  // read my b before the previous PE writes it
+    ok = waited("F9.upcxx_host", heap.copy(aptr(hg), aptr(gb_next), small), "heap.copy(UPC++ host any, next's heap any)");
+    barrier();
+    check("F9.upcxx_host", ok && count_wrong(b, small, prev, salt) == 0, "UPC++ host -> next's heap (memory_kind::any): bytes right");
+    path_is("F9.upcxx_host_path", c0, 0, 2, "a UPC++ host global_ptr");
+    upcxx::delete_array(hg);
+    barrier();
+}
+
+// =================================================================================================
+// F5: deferral.
+static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    int salt = 50;
+    for (std::size_t n : {small, big}) {
+        for (bool remote : {false, true}) {
+            const dptr ga = heap.to_global_ptr(a), gdst = heap.to_global_ptr(b, remote ? next : me);
+            // Where this process reads the destination: its own b, or the next PE's through NVSHMEM's mapping.
+            const unsigned char *dst_here = remote ? static_cast<const unsigned char *>(nvshmem_ptr(b, next)) : b;
+            const int who = me;
+            char what[128];
+            std::snprintf(what, sizeof what, "%s %s copy", sz(n), remote ? "remote" : "local");
+            auto c0 = heap.copies();
+            std::size_t copies = 0;
+
+#if !COPY_HAS_EAGER
+            // UPC++ 2020.10: every notification is delivered in progress.
+            prepare(a, b, n, ++salt);
+            upcxx::future<> f = heap.copy(ga, gdst, n);
+            copies++;
+            bool at_return = ready(f);
+            check("F5.future_deferred", !at_return, "%s: the future is not ready when copy() returns", what);
+            bool ok = waited("F5.future_deferred", f, what);
+            check("F5.future_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once ready", what);
+            barrier();
+
+            prepare(a, b, n, ++salt);
+            bool ran = false;
+            upcxx::future<> t = heap.copy(ga, gdst, n).then([&] { ran = true; });
+            copies++;
+            check("F5.then_deferred", !ran, "%s: a .then callback did not run inside copy() / then()", what);
+            ok = waited("F5.then_deferred", t, what);
+            check("F5.then_deferred", ok && ran && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: the callback ran in progress, bytes right", what);
+            barrier();
+
+            prepare(a, b, n, ++salt);
+            upcxx::future<> of, sf;
+            std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_future() | source_cx::as_future());
+            copies++;
+            check("F5.source_deferred", !ready(of) && !ready(sf), "%s: operation and source futures not ready at return", what);
+            ok = waited("F5.source_deferred", upcxx::when_all(of, sf), what);
+            check("F5.source_deferred", ok, "%s: both ready in progress", what);
+            barrier();
+
+            prepare(a, b, n, ++salt);
+            upcxx::promise<> p;
+            heap.copy(ga, gdst, n, operation_cx::as_promise(p));
+            copies++;
+            upcxx::future<> pf = p.finalize();
+            check("F5.promise_deferred", !ready(pf), "%s: as_promise not fulfilled at return", what);
+            ok = waited("F5.promise_deferred", pf, what);
+            check("F5.promise_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once fulfilled", what);
+            barrier();
+#else
+            // UPC++ >= 2023.3: as_defer_* never ready at return.
+            prepare(a, b, n, ++salt);
+            upcxx::future<> f = heap.copy(ga, gdst, n, operation_cx::as_defer_future());
+            copies++;
+            check("F5.defer_future", !ready(f), "%s: as_defer_future not ready when copy() returns", what);
+            bool ok = waited("F5.defer_future", f, what);
+            check("F5.defer_future", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once ready", what);
+            barrier();
+
+            prepare(a, b, n, ++salt);
+            bool ran = false;
+            upcxx::future<> t = heap.copy(ga, gdst, n, operation_cx::as_defer_future()).then([&] { ran = true; });
+            copies++;
+            check("F5.then_deferred", !ran, "%s: a .then on as_defer_future did not run inside copy() / then()", what);
+            ok = waited("F5.then_deferred", t, what);
+            check("F5.then_deferred", ok && ran, "%s: the callback ran in progress", what);
+            barrier();
+
+            prepare(a, b, n, ++salt);
+            upcxx::promise<> p, ps;
+            heap.copy(ga, gdst, n, operation_cx::as_defer_promise(p) | source_cx::as_defer_promise(ps));
+            copies++;
+            upcxx::future<> pf = p.finalize(), psf = ps.finalize();
+            check("F5.defer_promise", !ready(pf) && !ready(psf), "%s: as_defer_promise (operation, source) not fulfilled at return", what);
+            ok = waited("F5.defer_promise", upcxx::when_all(pf, psf), what);
+            check("F5.defer_promise", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once fulfilled", what);
+            barrier();
+
+            // Eager (explicit, and the default unless UPCXX_DEFER_COMPLETION): ready at return is
+            // allowed, and then the bytes are there and the source is free.
+            for (int form = 0; form < 2; form++) {
+                const char *fname = form == 0 ? "as_eager_future" : "default";
+                prepare(a, b, n, ++salt);
+                upcxx::future<> of, sf;
+                if (form == 0)
+                    std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_eager_future() | source_cx::as_eager_future());
+                else
+                    std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_future() | source_cx::as_future());
+                copies++;
+                const bool op_at_return = ready(of), src_at_return = ready(sf);
+                long wrong_at_return = op_at_return && dst_here ? count_wrong(dst_here, n, who, salt) : 0;
+                if (src_at_return) cudaMemset(a, 0, n);  // the source may be reused at once
+#if UPCXX_DEFER_COMPLETION
+                if (form == 1)
+                    check("F5.default_deferred", !op_at_return && !src_at_return,
+                          "%s (UPCXX_DEFER_COMPLETION=1): not ready at return", what);
+#endif
+                check("F5.eager", wrong_at_return == 0, "%s, %s: %s at return%s", what, fname,
+                      op_at_return ? "ready" : "not ready", op_at_return ? ", and the bytes were there" : "");
+                if (!src_at_return)
+                    ok = waited("F5.eager", sf, what);
+                else
+                    ok = true;
+                if (!src_at_return && ok) cudaMemset(a, 0, n);  // source complete: reuse it
+                cudaDeviceSynchronize();
+                ok = ok && waited("F5.eager", of, what);
+                check("F5.eager_source", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                      "%s, %s: the source overwritten after source completion, the destination keeps the copied bytes", what, fname);
+                barrier();
+            }
+#endif
+            // as_lpc: never run inside copy(), on the initiating persona.
+            prepare(a, b, n, ++salt);
+            bool lpc_ran = false;
+            upcxx::persona *target = &upcxx::current_persona();
+            bool right_persona = false;
+            heap.copy(ga, gdst, n, operation_cx::as_lpc(*target, [&] {
+                          lpc_ran = true;
+                          right_persona = &upcxx::current_persona() == target;
+                      }));
+            copies++;
+            check("F5.lpc_deferred", !lpc_ran, "%s: as_lpc did not run inside copy()", what);
+            bool ok2 = copy_test::progress_until([&] { return lpc_ran; });
+            check("F5.lpc_deferred", ok2 && right_persona && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: as_lpc ran in progress on the initiating persona, bytes right", what);
+            barrier();
+            const bool fast = !remote || mapped;  // my own heap is always mapped here
+            path_is("F5.path", c0, fast ? copies : 0, fast ? 0 : copies, what);
+        }
+    }
+}
+
+// =================================================================================================
+// F7: completion forms on the fast path.
+static std::atomic<long> g_rpc_replies{0}, g_rpc_wrong{0}, g_rpc_misplaced{0};
+#if COPY_HAS_REMOTE_CX
+// At the target: are the bytes there, and is this the master persona in progress?
+static void rpc_check_at_target(dptr dst, std::size_t n, int initiator, int salt) {
+    const bool placed = &upcxx::current_persona() == &upcxx::master_persona() && dst.where() == upcxx::rank_me();
+    long wrong = static_cast<long>(n);
+    try {
+        unsigned char *local = g_heap->from_global_ptr(dst).first;
+        wrong = count_wrong(local, n, initiator, salt);
+    } catch (...) {
+    }
+    upcxx::rpc_ff(initiator, [](long w, bool p) {
+        g_rpc_wrong += w;
+        g_rpc_misplaced += !p;
+        g_rpc_replies++;
+    }, wrong, placed);
+}
+#endif
+
+static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    int salt = 70;
+#if UPCXX_THREADMODE
+    // A persona on another thread, progressing until told to stop (also when an exception leaves
+    // this function): as_lpc targets it.
+    struct progress_thread_t {
+        std::atomic<upcxx::persona *> other{nullptr};
+        std::atomic<bool> stop{false};
+        std::thread t;
+        progress_thread_t() {
+            t = std::thread([this] {
+                cudaSetDevice(gpu);
+                upcxx::persona p2;
+                upcxx::persona_scope scope(p2);
+                other = &p2;
+                while (!stop) upcxx::progress();
+            });
+            while (!other) std::this_thread::yield();
+        }
+        ~progress_thread_t() {
+            stop = true;
+            t.join();
+        }
+    } progress_thread;
+    upcxx::persona &lpc_target = *progress_thread.other;
+    const char *lpc_where = "another thread's persona";
+#else
+    upcxx::persona &lpc_target = upcxx::current_persona();
+    const char *lpc_where = "the initiating persona";
+#endif
+    for (std::size_t n : {small, big}) {
+        const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
+        const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
+        char what[96];
+        auto c0 = heap.copies();
+        std::size_t copies = 0;
+
+        // as_promise: the bytes are at the destination when it is fulfilled.
+        std::snprintf(what, sizeof what, "%s as_promise", sz(n));
+        prepare(a, b, n, ++salt);
+        upcxx::promise<> p;
+        heap.copy(ga, gb_next, n, operation_cx::as_promise(p));
+        copies++;
+        bool ok = waited("F7.as_promise", p.finalize(), what);
+        check("F7.as_promise", ok && (!peer_b || count_wrong(peer_b, n, me, salt) == 0), "%s: bytes at the destination when fulfilled", what);
+        barrier();
+        check("F7.as_promise", count_wrong(b, n, prev, salt) == 0, "%s: the previous PE's bytes here", what);
+
+        // as_lpc to lpc_target (par: another thread's persona): runs there, once, after the bytes landed.
+        std::snprintf(what, sizeof what, "%s as_lpc to %s", sz(n), lpc_where);
+        prepare(a, b, n, ++salt);
+        std::atomic<int> lpc_runs{0};
+        std::atomic<bool> lpc_right_persona{false};
+        std::atomic<long> lpc_wrong{-1};
+        upcxx::persona *lpc_target_p = &lpc_target;
+        heap.copy(ga, gb_next, n, operation_cx::as_lpc(lpc_target, [&, lpc_target_p, n, salt] {
+                      lpc_right_persona = &upcxx::current_persona() == lpc_target_p;
+                      lpc_wrong = peer_b ? count_wrong(peer_b, n, me, salt) : 0;
+                      lpc_runs++;
+                  }));
+        copies++;
+        ok = copy_test::progress_until([&] { return lpc_runs.load() > 0; });
+        copy_test::progress_until([] { return false; }, 0.05);  // a second run would show now
+        check("F7.as_lpc", ok && lpc_runs == 1 && lpc_right_persona && lpc_wrong == 0,
+              "%s: ran %d time(s), on the target persona: %s, %ld wrong bytes then", what, lpc_runs.load(),
+              lpc_right_persona ? "yes" : "no", lpc_wrong.load());
+        barrier();
+
+        // source_cx::as_future | operation_cx::as_future: after source completion the source is
+        // overwritten; the destination keeps the copied bytes.
+        std::snprintf(what, sizeof what, "%s source_cx::as_future | operation_cx::as_future", sz(n));
+        prepare(a, b, n, ++salt);
+        upcxx::future<> sf, of;
+        std::tie(sf, of) = heap.copy(ga, gb_next, n, source_cx::as_future() | operation_cx::as_future());
+        copies++;
+        ok = waited("F7.source_cx", sf, what);
+        cudaMemset(a, 0xee, n);
+        cudaDeviceSynchronize();
+        ok = ok && waited("F7.source_cx", of, what);
+        barrier();
+        check("F7.source_cx", ok && count_wrong(b, n, prev, salt) == 0, "%s: source overwritten after source completion, destination right", what);
+
+        // as_promise (operation) | as_lpc (source) | as_future (operation): every one once.
+        std::snprintf(what, sizeof what, "%s operation as_promise | source as_lpc | operation as_future", sz(n));
+        prepare(a, b, n, ++salt);
+        upcxx::promise<> p2;
+        std::atomic<int> src_lpc_runs{0};
+        upcxx::future<> of2 = heap.copy(ga, gb_next, n,
+                                        operation_cx::as_promise(p2) | source_cx::as_lpc(lpc_target, [&] { src_lpc_runs++; }) |
+                                            operation_cx::as_future());
+        copies++;
+        ok = waited("F7.combined", upcxx::when_all(of2, p2.finalize()), what) &&
+             copy_test::progress_until([&] { return src_lpc_runs.load() > 0; });
+        copy_test::progress_until([] { return false; }, 0.05);
+        check("F7.combined", ok && src_lpc_runs == 1 && (!peer_b || count_wrong(peer_b, n, me, salt) == 0),
+              "%s: all delivered, the source lpc once (%d), bytes right", what, src_lpc_runs.load());
+        barrier();
+
+#if COPY_HAS_REMOTE_CX
+        // remote_cx::as_rpc: at the target, on its master persona, after the bytes landed.
+        std::snprintf(what, sizeof what, "%s remote_cx::as_rpc", sz(n));
+        prepare(a, b, n, ++salt);
+        long replies0 = g_rpc_replies, wrong0 = g_rpc_wrong, misplaced0 = g_rpc_misplaced;
+        heap.copy(ga, gb_next, n, remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt));
+        copies++;
+        ok = copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F7.as_rpc", ok && g_rpc_wrong == wrong0 && g_rpc_misplaced == misplaced0,
+              "%s: ran at the target on its master persona (%s), %ld wrong bytes there", what,
+              g_rpc_misplaced == misplaced0 ? "yes" : "no", static_cast<long>(g_rpc_wrong - wrong0));
+        barrier();
+
+        // op future | source future | as_rpc, and as_rpc | as_promise.
+        std::snprintf(what, sizeof what, "%s operation_cx::as_future | source_cx::as_future | remote_cx::as_rpc", sz(n));
+        prepare(a, b, n, ++salt);
+        replies0 = g_rpc_replies;
+        wrong0 = g_rpc_wrong;
+        std::tie(of, sf) = heap.copy(ga, gb_next, n, operation_cx::as_future() | source_cx::as_future() |
+                                                         remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt));
+        copies++;
+        ok = waited("F7.combined_rpc", upcxx::when_all(of, sf), what) &&
+             copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F7.combined_rpc", ok && g_rpc_wrong == wrong0 && (!peer_b || count_wrong(peer_b, n, me, salt) == 0),
+              "%s: all delivered, bytes right at the target when the RPC ran", what);
+        barrier();
+        prepare(a, b, n, ++salt);
+        replies0 = g_rpc_replies;
+        wrong0 = g_rpc_wrong;
+        upcxx::promise<> p3;
+        heap.copy(ga, gb_next, n, remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt) | operation_cx::as_promise(p3));
+        copies++;
+        ok = waited("F7.combined_rpc", p3.finalize(), what) && copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F7.combined_rpc", ok && g_rpc_wrong == wrong0, "%s remote_cx::as_rpc | operation_cx::as_promise: both delivered, bytes right",
+              sz(n));
+        barrier();
+        copy_test::progress_until([] { return false; }, 0.05);
+        check("F7.as_rpc_once", g_rpc_replies == static_cast<long>(3 * (n == small ? 1 : 2)),
+              "every as_rpc ran once (%ld replies)", g_rpc_replies.load());
+#else
+        skip("F7.as_rpc", "UPC++ 2020.10: upcxx::copy has no remote_cx (it does not compile there)");
+#endif
+        path_is("F7.path", c0, mapped ? copies : 0, mapped ? 0 : copies, "the completion forms");
+        barrier();
+    }
+}
+
+// =================================================================================================
+// F8: copy_after.
+static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    static int sleep_ms = 200;
+    int salt = 80;
+    for (std::size_t n : {small, big}) {
+        const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
+        for (int form = 0; form < 2; form++) {
+            char what[96];
+            std::snprintf(what, sizeof what, "%s copy_after%s", sz(n), form ? " with op|src futures" : "");
+            prepare(a, b, n, ++salt);  // a holds a pattern: a copy not ordered after s reads it
+            auto c0 = heap.copies();
+            cudaLaunchHostFunc(s, sleep_host_fn, &sleep_ms);
+            cudaMemsetAsync(a, 0x5a, n, s);
+            const double t0 = copy_test::now();
+            upcxx::future<> of, sf;
+            if (form == 0)
+                of = heap.copy_after(s, ga, gb_next, n);
+            else
+                std::tie(of, sf) = heap.copy_after(s, ga, gb_next, n, operation_cx::as_future() | source_cx::as_future());
+            const double took = copy_test::now() - t0;
+            if (mapped && !forced)
+                // Separate names: a copy small enough to be waited for in the call (sync_copy_max)
+                // would also wait for the stream's work, which is a host synchronisation too.
+                check(n == small ? "F8.no_host_sync_small" : "F8.no_host_sync", took < 0.1,
+                      "%s returned after %.1f ms, before the stream's %d ms host function ended", what, took * 1e3, sleep_ms);
+            bool ok = waited("F8.ordered", of, what) && (form == 0 || waited("F8.ordered", sf, what));
+            barrier();
+            check("F8.ordered", ok && count_not(b, n, 0x5a) == 0, "%s: the destination holds the bytes the stream wrote (0x5a)", what);
+            path_is("F8.path", c0, mapped ? 1 : 0, mapped ? 0 : 1, what);
+            cudaStreamSynchronize(s);
+            barrier();
+        }
+        // The fallback (a host destination) is ordered after s too. At most 8 MiB: upcxx::copy
+        // stages the transfer in UPC++'s shared heap.
+        n = std::min(n, 8 * MiB);
+        prepare(a, b, n, ++salt);
+        hptr hg = upcxx::new_array<unsigned char>(n);
+        std::memset(hg.local(), 0, n);
+        std::vector<unsigned char> priv(n, 0);
+        cudaLaunchHostFunc(s, sleep_host_fn, &sleep_ms);
+        cudaMemsetAsync(a, 0x5a, n, s);
+        bool ok = waited("F8.fallback_ordered", heap.copy_after(s, ga, hg, n), "copy_after to a UPC++ host global_ptr");
+        cudaLaunchHostFunc(s, sleep_host_fn, &sleep_ms);
+        cudaMemsetAsync(a, 0x3c, n, s);
+        ok = ok && waited("F8.fallback_ordered", heap.copy_after(s, ga, priv.data(), n), "copy_after to a raw host pointer");
+        check("F8.fallback_ordered", ok && count_not(hg.local(), n, 0x5a) == 0 && count_not(priv.data(), n, 0x3c) == 0,
+              "%s copy_after to host memory (the fallback): ordered after the stream", sz(n));
+        upcxx::delete_array(hg);
+        cudaStreamSynchronize(s);
+        barrier();
+    }
+    cudaStreamDestroy(s);
+}
+
+// =================================================================================================
+// F2: the user's own device allocator; a global pointer made before update().
+static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    int salt = 20;
+#if HAS_GPU_ALLOCATOR
+    {
+        const std::size_t n = 2 * MiB;
+        auto own = upcxx::make_gpu_allocator<upcxx::cuda_device>(8 * MiB, gpu);  // collective
+        dptr mine = own.allocate<unsigned char>(n);
+        unsigned char *mine_local = own.local(mine);
+        upcxx::dist_object<dptr> d(mine);
+        const dptr peer_mine = d.fetch(next).wait();
+        const dptr ga = heap.to_global_ptr(a), ga_next = heap.to_global_ptr(a, next), gb_next = heap.to_global_ptr(b, next);
+
+        // heap (next PE's) -> mine (this rank's own device memory): fast.
+        fill(a, n, me, ++salt);
+        cudaMemset(mine_local, 0, n);
+        cudaDeviceSynchronize();
+        barrier();
+        auto c0 = heap.copies();
+        bool ok = waited("F2.own_allocator", heap.copy(ga_next, mine, n), "next's heap -> my own allocator");
+        check("F2.own_allocator", ok && count_wrong(mine_local, n, next, salt) == 0, "next PE's heap -> this rank's make_gpu_allocator memory: bytes right");
+        path_is("F2.own_allocator_path", c0, mapped ? 1 : 0, mapped ? 0 : 1, "heap -> own allocator");
+        barrier();
+        // mine -> heap (next PE's), as memory_kind::any: fast.
+        fill(mine_local, n, me, ++salt);
+        cudaMemset(b, 0, n);
+        cudaDeviceSynchronize();
+        barrier();
+        c0 = heap.copies();
+        ok = waited("F2.own_allocator", heap.copy(aptr(mine), aptr(gb_next), n), "own allocator -> next's heap (any)");
+        barrier();
+        check("F2.own_allocator", ok && count_wrong(b, n, prev, salt) == 0, "this rank's own allocator -> next PE's heap (memory_kind::any): bytes right");
+        path_is("F2.own_allocator_path", c0, mapped ? 1 : 0, mapped ? 0 : 1, "own allocator -> heap");
+        // mine -> my own heap with completions.
+        c0 = heap.copies();
+        upcxx::future<> of, sf;
+        std::tie(of, sf) = heap.copy(mine, ga, n, operation_cx::as_future() | source_cx::as_future());
+        ok = waited("F2.own_allocator", upcxx::when_all(of, sf), "own allocator -> my heap");
+        check("F2.own_allocator", ok && count_wrong(a, n, me, salt) == 0, "own allocator -> my heap, op|src futures: bytes right");
+        path_is("F2.own_allocator_path", c0, forced ? 0 : 1, forced ? 1 : 0, "own allocator -> my own heap");
+        barrier();
+        // The next rank's own allocator: not this rank's private memory, the fallback.
+        fill(a, n, me, ++salt);
+        cudaMemset(mine_local, 0, n);
+        cudaDeviceSynchronize();
+        barrier();
+        c0 = heap.copies();
+        ok = waited("F2.peer_allocator", heap.copy(ga, peer_mine, n), "my heap -> next rank's own allocator");
+        barrier();
+        check("F2.peer_allocator", ok && count_wrong(mine_local, n, prev, salt) == 0, "my heap -> the next rank's own allocator: bytes right");
+        path_is("F2.peer_allocator_path", c0, 0, 1, "heap -> another rank's own allocator");
+        barrier();
+        own.deallocate(mine);
+        own.destroy();  // collective
+    }
+#else
+    (void)salt;
+    skip("F2.own_allocator", "UPC++ before 2022.3: one cuda_device per GPU per process, and the heap owns it");
+#endif
+    // A global pointer made before update() and the heap's growth, with memory mapped after.
+    {
+        const std::size_t n = 2 * MiB;
+        unsigned char *x = static_cast<unsigned char *>(nvshmem_malloc(n));
+        heap.update();
+        const dptr old_next = heap.to_global_ptr(x, next);  // made before the growth
+        void *grow = nvshmem_malloc(size_t(1) << 30);         // a new chunk under CUDA VMM
+        unsigned char *y = static_cast<unsigned char *>(nvshmem_malloc(n));
+        const std::size_t ext = heap.update();
+        check("F2.old_pointer", x && grow && y && heap.segments() <= 1, "update() after 1 GiB more: extent %zu, %zu segment(s)", ext,
+              heap.segments());
+        if (x && y) {
+            fill(x, n, me, ++salt);
+            cudaMemset(y, 0, n);
+            cudaDeviceSynchronize();
+            barrier();
+            auto c0 = heap.copies();
+            bool ok = waited("F2.old_pointer", heap.copy(old_next, heap.to_global_ptr(y), n), "old pointer -> new memory");
+            check("F2.old_pointer", ok && count_wrong(y, n, next, salt) == 0, "a pointer made before update() -> memory mapped after: bytes right");
+            fill(y, n, me, ++salt);
+            barrier();
+            ok = waited("F2.old_pointer", heap.copy(heap.to_global_ptr(y), old_next, n), "new memory -> old pointer");
+            barrier();
+            check("F2.old_pointer", ok && count_wrong(x, n, prev, salt) == 0, "memory mapped after update() -> a pointer made before: bytes right");
+            path_is("F2.old_pointer_path", c0, mapped ? 2 : 0, mapped ? 0 : 2, "old pointers");
+            auto back = heap.from_global_ptr(old_next);
+            check("F2.old_pointer", back.first == x && back.second == next, "from_global_ptr of the old pointer: (x, next PE)");
+        }
+        barrier();
+        nvshmem_free(y);
+        nvshmem_free(grow);
+        nvshmem_free(x);
+    }
+}
+
+// =================================================================================================
+// F4: a fast copy failing when it completes (test hook).
+static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    // fail_fast_copies(n): the next n fast copies report a CUDA error when they complete and move
+    // no bytes. It stands in for an asynchronous CUDA failure (an ECC error, a peer lost), which a
+    // test cannot provoke safely.
+    int salt = 40;
+    const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
+    if (!mapped || forced) {
+        skip("F4", "the fast path is not taken here (NVSHMEM does not map the next PE, or UPCXX_EXTRA_NVSHMEM_COPY=upcxx)");
+        return;
+    }
+    for (std::size_t n : {small, big}) {
+        const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
+        char what[64];
+        std::snprintf(what, sizeof what, "%s copy failing on completion", sz(n));
+        prepare(a, b, n, ++salt);
+        try {
+            heap.check_copies();  // nothing pending
+        } catch (const std::exception &e) {
+            check("F4.failed_copy", false, "check_copies() before the test: %s", e.what());
+        }
+        upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+        upcxx::future<> f;
+        bool threw = false;
+        try {
+            f = heap.copy(ga, gb_next, n);
+        } catch (const std::exception &e) {
+            threw = true;
+            check("F4.failed_copy", false, "%s: copy() threw: %s", what, e.what());
+        }
+        if (threw) {
+            barrier();
+            continue;
+        }
+#if UPCXX_THREADMODE
+        // Another thread copies meanwhile: none of its copies throws, its bytes are right.
+        std::atomic<int> thread_errors{0};
+        std::thread other([&] {
+            cudaSetDevice(gpu);
+            const dptr src = heap.to_global_ptr(a + n), dst = heap.to_global_ptr(b + n);
+            for (int k = 0; k < 16; k++) {
+                try {
+                    if (!wait_for(heap.copy(src, dst, 4096), 30)) thread_errors++;
+                } catch (...) {
+                    thread_errors++;
+                }
+            }
+        });
+#endif
+        bool ok = waited("F4.failed_copy", f, what);
+        const long wrong_when_ready = peer_b ? count_wrong(peer_b, n, me, salt) : 0;
+        check("F4.failed_copy", ok && wrong_when_ready == 0, "%s: its future became ready with the bytes right (%ld wrong then)", what,
+              wrong_when_ready);
+#if UPCXX_THREADMODE
+        other.join();
+        check("F4.concurrent", thread_errors == 0, "%s: 16 copies from another thread meanwhile: %d threw or timed out", what,
+              thread_errors.load());
+#endif
+        std::string msg;
+        bool thrown = false;
+        try {
+            heap.check_copies();
+        } catch (const heap_error &e) {
+            thrown = true;
+            msg = e.what();
+            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, "%s: check_copies() throws CUDA_ERROR: %s",
+                  what, e.what());
+            check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda, "%s: its errc() is nvshmem_errc::cuda (%d)",
+                  what, static_cast<int>(e.errc()));
+        }
+        if (!thrown) check("F4.check_copies", false, "%s: check_copies() did not throw", what);
+        if (thrown)
+            check("F4.check_copies_names_it", msg.find(std::to_string(n)) != std::string::npos,
+                  "%s: the message names the failed copy by its %zu bytes", what, n);
+        bool again = false;
+        try {
+            heap.check_copies();
+        } catch (...) {
+            again = true;
+        }
+        check("F4.check_copies_once", !again, "%s: a second check_copies() does not throw", what);
+        // Afterwards: a small copy works, does not throw, and check_copies() stays quiet.
+        bool later_ok = false;
+        try {
+            // A region no other copy writes: [cap - small, cap) of my a and b.
+            fill(a + cap - small, small, me, ++salt);
+            later_ok = wait_for(heap.copy(heap.to_global_ptr(a + cap - small), heap.to_global_ptr(b + cap - small), small), 30) &&
+                       count_wrong(b + cap - small, small, me, salt) == 0;
+            heap.check_copies();
+        } catch (const std::exception &e) {
+            later_ok = false;
+            check("F4.afterwards", false, "%s: a copy afterwards threw: %s", what, e.what());
+        }
+        check("F4.afterwards", later_ok, "%s: a copy afterwards works and check_copies() stays quiet", what);
+        barrier();
+    }
+}
+
+// =================================================================================================
+// F6: 40 growths.
+static void f6_growth(nvshmem_heap &heap, unsigned char *a) {
+    upcxx_extra_nvshmem_heap_info_t info;
+    const bool can_grow = upcxx_extra_nvshmem_heap_query(&info) == UPCXX_EXTRA_NVSHMEM_STATUS_OK && heap.extent() < info.size;
+    const std::size_t chunk = can_grow ? 512 * MiB : 8 * MiB, n = MiB;
+    if (!can_grow) skip("F6.growth", "the whole heap is mapped (no CUDA VMM): 40 allocations of 8 MiB + update() instead");
+    const std::size_t extent0 = heap.extent();
+    std::vector<void *> chunks;
+    std::size_t max_segments = heap.segments();
+    long wrong = 0, failed = 0;
+    bool threw = false;
+    const dptr ga = heap.to_global_ptr(a);
+    for (int k = 0; k < 40; k++) {
+        unsigned char *p = static_cast<unsigned char *>(nvshmem_malloc(chunk));
+        int ok_here = p != nullptr, ok_all = upcxx::reduce_all(ok_here, upcxx::op_fast_min).wait();
+        if (!ok_all) {
+            if (p) nvshmem_free(p);
+            check("F6.growth", false, "nvshmem_malloc(%zu) failed at growth %d", chunk, k);
+            break;
+        }
+        chunks.push_back(p);
+        try {
+            heap.update();
+            max_segments = std::max(max_segments, heap.segments());
+            fill(a, n, me, 600 + k);
+            if (!wait_for(heap.copy(ga, heap.to_global_ptr(p + chunk - n, next), n), 30)) failed++;
+        } catch (const std::exception &e) {
+            if (!threw) check("F6.growth", false, "growth %d: %s", k, e.what());
+            threw = true;
+        }
+        barrier();
+        wrong += count_wrong(p + chunk - n, n, prev, 600 + k);
+    }
+    check("F6.segments", max_segments <= 1, "%zu growths: at most %zu UPC++ device segment(s) (<= 1)", chunks.size(), max_segments);
+    check("F6.newest_chunk", !threw && failed == 0 && wrong == 0 && chunks.size() == 40,
+          "copies into the last MiB of the newest allocation of the next PE after each update(): %ld wrong bytes, %ld timeouts", wrong,
+          failed);
+    if (!chunks.empty()) {
+        const std::size_t end = static_cast<std::size_t>(static_cast<char *>(chunks.back()) + chunk - static_cast<char *>(heap.base()));
+        check("F6.extent", end <= heap.extent(), "extent %zu -> %zu bytes, covering the newest allocation (ends at offset %zu)%s",
+              extent0, heap.extent(), end, can_grow ? "" : " (no growth: the heap is mapped whole)");
+    }
+    barrier();
+    for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) nvshmem_free(*it);
+}
+
+// =================================================================================================
+// F3: the caller's current device is not the heap's.
+static void f3_other_device(unsigned char *a, unsigned char *b) {
+    const int ndev = copy_test::visible_gpus();
+    const int want = upcxx::reduce_all(ndev >= 2 ? 1 : 0, upcxx::op_fast_min).wait();
+    if (!want) {
+        skip("F3.other_device", "needs 2 GPUs visible (the calling thread's current device set to the one that is not the heap's)");
+        return;
+    }
+    const int other = (gpu + 1) % ndev;
+    nvshmem_heap heap;  // fresh: its first copy runs with the other device current
+    g_heap = &heap;
+    int salt = 30;
+    const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
+    auto c0 = heap.copies();
+    std::size_t copies = 0;
+    for (int round = 0; round < 3; round++) {
+        const int current = round == 1 ? gpu : other;
+        prepare(a, b, big, ++salt);
+        cudaSetDevice(current);
+        std::vector<upcxx::future<>> fs;
+        bool ok = true;
+        try {
+            for (int k = 0; k < 4; k++) fs.push_back(heap.copy(ga + k * (big / 4), gb_next + k * (big / 4), big / 4));
+            copies += 4;
+            fs.push_back(heap.copy(ga, gb_next + big, small));
+            copies++;
+            for (auto &f : fs) ok = ok && wait_for(f, 60);
+        } catch (const std::exception &e) {
+            ok = false;
+            check("F3.other_device", false, "round %d: %s", round, e.what());
+        }
+        int now_dev = -1;
+        cudaGetDevice(&now_dev);
+        check("F3.device_kept", now_dev == current, "round %d: the caller's current device is still %d (%d)", round, current, now_dev);
+        cudaSetDevice(gpu);
+        barrier();
+        check("F3.other_device", ok && count_wrong(b, big, prev, salt) == 0,
+              "round %d, current device %d, heap's %d: 4 x 16 MiB copies in flight + 1 small, bytes right", round, current, gpu);
+    }
+    bool quiet = true;
+    try {
+        heap.check_copies();
+    } catch (const std::exception &e) {
+        quiet = false;
+        check("F3.other_device", false, "check_copies: %s", e.what());
+    }
+    check("F3.other_device", quiet, "no copy failed later");
+    path_is("F3.path", c0, mapped ? copies : 0, mapped ? 0 : copies, "copies with another device current");
+    heap.destroy();
+    g_heap = nullptr;
+}
+
+// =================================================================================================
+// F1: destroy() drains; then nvshmem_free and nvshmem_finalize.
+static void f1_destroy_drains(unsigned char *a, unsigned char *b) {
+    const int salt = 10;
+    nvshmem_heap heap;
+    g_heap = &heap;
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    static int sleep_ms = 300;
+    fill(a, 2 * big, me, salt);
+    cudaMemset(b, 0, 2 * big);
+    cudaDeviceSynchronize();
+    barrier();
+    upcxx::future<> f_plain, f_after;
+    if (me == 0) {
+        // Without waiting: a plain 64 MiB copy, and one ordered behind a 300 ms host function.
+        f_plain = heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), big);
+        cudaLaunchHostFunc(s, sleep_host_fn, &sleep_ms);
+        f_after = heap.copy_after(s, heap.to_global_ptr(a + big), heap.to_global_ptr(b + big, 1), big);
+    }
+    heap.destroy();
+    g_heap = nullptr;
+    if (me == 1) {
+        // Every byte, as soon as destroy() returned here.
+        const long w1 = count_wrong(b, big, 0, salt);
+        std::vector<unsigned char> h(big);
+        cudaMemcpy(h.data(), b + big, big, cudaMemcpyDeviceToHost);
+        long w2 = 0;
+        for (std::size_t i = 0; i < big; i++) w2 += h[i] != copy_test::pattern(0, big + i, salt);
+        check("F1.destroy_drains", w1 == 0, "rank 0's unwaited 64 MiB copy into this heap: %ld wrong bytes when destroy() returned", w1);
+        check("F1.destroy_drains_copy_after", w2 == 0,
+              "rank 0's unwaited 64 MiB copy_after (behind a %d ms host function): %ld wrong bytes when destroy() returned", sleep_ms, w2);
+    }
+    if (me == 0) {
+        const bool ok = wait_for(f_plain, 10) && wait_for(f_after, 10);
+        check("F1.futures_after_destroy", ok, "the unwaited copies' futures become ready after destroy()");
+    }
+    cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    barrier();
+}
+
+// One check group. An exception out of it (heap.copy throwing where it must not) is a FAIL line
+// naming the group, then an abort: the other ranks may be waiting in a collective of the group,
+// and UPC++ / GASNet end the whole job on the abort instead of leaving them to the watchdog.
+template <class F>
+static void group(const char *name, F f) {
+    try {
+        f();
+    } catch (const std::exception &e) {
+        check(name, false, "an exception left the check group: %s", e.what());
+        std::fflush(stdout);
+        std::abort();
+    }
+}
+
+int main() {
+    upcxx::init();
+    copy_test::program() = "copy_semantics_test";
+    me = upcxx::rank_me();
+    nranks = upcxx::rank_n();
+    if (nranks < 2) {
+        if (me == 0) std::printf("SKIPPED: copy_semantics_test needs 2 ranks or more (%d)\nRESULT copy_semantics_test SKIPPED\n", nranks);
+        upcxx::finalize();
+        return 77;
+    }
+    gpu = copy_test::select_gpu_or_skip();  // exits 77 without a GPU
+    copy_test::start_watchdog();
+    copy_test::nvshmem_init_from_upcxx();
+    next = (me + 1) % nranks;
+    prev = (me + nranks - 1) % nranks;
+    const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+    forced = knob && std::string(knob) == "upcxx";
+
+    unsigned char *a = static_cast<unsigned char *>(nvshmem_malloc(cap));
+    unsigned char *b = static_cast<unsigned char *>(nvshmem_malloc(cap));
+    if (!a || !b) {
+        std::printf("RESULT copy_semantics_test FAIL (rank %d): nvshmem_malloc(%zu) failed\n", me, cap);
+        return 2;
+    }
+    mapped = nvshmem_ptr(b, next) != nullptr && nvshmem_ptr(a, next) != nullptr;
+    if (me == 0)
+        std::printf("copy_semantics_test: %d ranks, GPU %d of %d visible, next PE %s, %s\n", nranks, gpu, copy_test::visible_gpus(),
+                    mapped ? "mapped here (fast path)" : "NOT mapped here (every copy falls back)",
+                    forced ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx" : "fast path allowed");
+    {
+        nvshmem_heap heap;
+        g_heap = &heap;
+        group("F9", [&] { f9_raw_pointers(heap, a, b); });
+        group("F5", [&] { f5_deferral(heap, a, b); });
+        group("F7", [&] { f7_completions(heap, a, b); });
+        group("F8", [&] { f8_copy_after(heap, a, b); });
+        group("F2", [&] { f2_own_allocator_and_old_pointers(heap, a, b); });
+        group("F4", [&] { f4_failed_copy(heap, a, b); });
+        group("F6", [&] { f6_growth(heap, a); });
+        group("destroy", [&] { heap.destroy(); });
+        g_heap = nullptr;
+    }
+    group("F3", [&] { f3_other_device(a, b); });
+    group("F1", [&] { f1_destroy_drains(a, b); });
+    nvshmem_free(b);
+    nvshmem_free(a);
+    nvshmem_finalize();
+    check("F1.finalize", true, "nvshmem_free + nvshmem_finalize after destroy(): no crash");
+    const int rc = copy_test::finish();
+    upcxx::finalize();
+    return rc;
+}
