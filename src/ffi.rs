@@ -263,52 +263,6 @@ extern "C" fn to_offset_slow(sym_addr: *const c_void, len: usize, pe: c_int, ran
     Ok(())
 }
 
-/// Limits every translation (`to_global_ptr`, `from_global_ptr`, `local_ptr`, `offset`,
-/// `to_offset`) to the first `bytes` of each PE's heap: the part a PGAS layer has made
-/// addressable (the C++ layer sets the extent its UPC++ segment covers). An address, or a range's
-/// end, past it is OUT_OF_HEAP, and the message names the extent. `0` removes the limit (the
-/// default: the heap's own size). Kept by `set_peers` and `set_peers_from_nvshmem` (and by a
-/// `heap_query` that finds the same heap); cleared by `detach` and by `attach`, which replace
-/// the heap.
-///
-/// Statuses: OK; TABLE_NOT_SET (no heap is known; never runs discovery); INVALID_ARGUMENT
-/// (`bytes` larger than the heap's reserved size). Process-wide state; thread safety: any thread
-/// (a writer; translation on other threads sees the old or the new extent, lock-free).
-#[unsafe(no_mangle)]
-#[export]
-pub extern "C" fn upcxx_extra_nvshmem_set_extent(bytes: usize) -> upcxx_extra_nvshmem_status_t {
-    TABLE.set_extent(bytes)
-}
-
-/// The UPC++ rank of PE `pe` and the offset of `sym_addr` in the local heap, with the `len`
-/// bytes at `sym_addr` checked against the local heap and the extent (`set_extent`) in one
-/// check (`len` 0 checks the address alone): what a PGAS layer needs to name the bytes on `pe`.
-///
-/// Statuses: OK; NULL_ARGUMENT (`sym_addr`, `rank` or `offset` NULL); TABLE_NOT_SET (no heap, or
-/// no peer table; never runs discovery); OUT_OF_HEAP (the address, or the range's end, outside
-/// the local heap or past the extent); BAD_PE. The outputs are written only on OK. Thread safety:
-/// any thread, lock-free, as `to_global_ptr`.
-#[unsafe(no_mangle)]
-#[export]
-pub unsafe extern "C" fn upcxx_extra_nvshmem_to_offset(
-    sym_addr: *const c_void,
-    len: usize,
-    pe: c_int,
-    rank: *mut c_int,
-    offset: *mut usize,
-) -> upcxx_extra_nvshmem_status_t {
-    nonnull(sym_addr, "sym_addr")?;
-    nonnull(rank, "rank")?;
-    nonnull(offset, "offset")?;
-    let (r, off) = TABLE.to_offset(sym_addr as usize, len, pe)?;
-    // SAFETY: non-NULL caller storage.
-    unsafe {
-        rank.write(r);
-        offset.write(off);
-    }
-    Ok(())
-}
-
 /// The offset of `addr` from the local heap base.
 ///
 /// Like every translation call it reads the published heap and never runs discovery: before

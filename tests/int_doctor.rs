@@ -283,7 +283,10 @@ fn search_finds_the_install_cache_last() {
     assert_eq!(code, 0, "{j:#}");
     assert_eq!(j["verdict"], "supported");
     assert_eq!(j["library"]["path"], newest.display().to_string(), "{j:#}");
-    assert_eq!(j["library"]["found_by"], "install cache of scripts/install-deps.sh; a job loads it only through NVSHMEM_HOME or LD_LIBRARY_PATH");
+    assert_eq!(
+        j["library"]["found_by"],
+        "install cache of scripts/install-deps.sh; a job loads it only through NVSHMEM_HOME or LD_LIBRARY_PATH"
+    );
     let searched: Vec<&str> = j["library"]["searched"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(searched.last().copied(), Some(format!("{c} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)").as_str()));
     assert!(searched.iter().position(|s| *s == "/usr/lib").unwrap() < searched.len() - 1, "{searched:?}");
@@ -303,7 +306,10 @@ fn search_finds_the_install_cache_last() {
     // What a job would load comes first: NVSHMEM_HOME, then LD_LIBRARY_PATH.
     let (_, j) = run(&env(&[("UXN_CACHE", c.clone()), ("NVSHMEM_HOME", real.display().to_string())]), &[]);
     assert_eq!(j["library"]["found_by"], "NVSHMEM_HOME", "{j:#}");
-    let (_, j) = run(&[("UXN_CACHE", c.clone()), ("LD_LIBRARY_PATH", real_lib.display().to_string()), ("PATH", no_tools.display().to_string())], &["NVSHMEM_HOME"]);
+    let (_, j) = run(
+        &[("UXN_CACHE", c.clone()), ("LD_LIBRARY_PATH", real_lib.display().to_string()), ("PATH", no_tools.display().to_string())],
+        &["NVSHMEM_HOME"],
+    );
     assert_eq!(j["library"]["found_by"], "LD_LIBRARY_PATH", "{j:#}");
 
     for d in [&cache, &no_tools, &home] {

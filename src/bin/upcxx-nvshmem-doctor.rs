@@ -126,9 +126,7 @@ for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
 /// The cache `scripts/install-deps.sh` fills: `$UXN_CACHE`, else `~/.cache/upcxx-extra-nvshmem`.
 fn install_cache() -> Option<PathBuf> {
     let nonempty = |k| std::env::var_os(k).filter(|v| !v.is_empty());
-    nonempty("UXN_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| nonempty("HOME").map(|h| Path::new(&h).join(".cache/upcxx-extra-nvshmem")))
+    nonempty("UXN_CACHE").map(PathBuf::from).or_else(|| nonempty("HOME").map(|h| Path::new(&h).join(".cache/upcxx-extra-nvshmem")))
 }
 
 /// The `lib` directories of the NVSHMEM wheels in the install cache (`nvshmem/<release>` holds the
