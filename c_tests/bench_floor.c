@@ -6,20 +6,20 @@
  * implementation can avoid. Used by bench_translate and gpu/heap_check.cu; not a test. */
 #include "upcxx_extra_nvshmem.h"
 
-__attribute__((visibility("default"))) enum upcxx_extra_nvshmem_status_t uxn_bench_floor_to_global_ptr(const void *sym_addr, int pe,
-                                                                          upcxx_extra_nvshmem_gptr_t *out) {
-  if (!sym_addr || !out) return UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT;
-  out->rank = pe;
-  out->device = -1;
-  out->raw = (void *)sym_addr;
-  out->pe = pe;
-  return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+__attribute__((visibility("default"))) enum upcxx_extra_nvshmem_status_t uxn_bench_floor_to_global_ptr(
+    const void *sym_addr, int pe, upcxx_extra_nvshmem_gptr_t *out) {
+    if (!sym_addr || !out) return UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT;
+    out->rank = pe;
+    out->device = -1;
+    out->raw = (void *)sym_addr;
+    out->pe = pe;
+    return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
 }
 
-__attribute__((visibility("default"))) enum upcxx_extra_nvshmem_status_t uxn_bench_floor_from_global_ptr(int rank, const void *raw, void **sym_addr,
-                                                                            int *pe) {
-  if (!raw || !sym_addr || !pe) return UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT;
-  *sym_addr = (void *)raw;
-  *pe = rank;
-  return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+__attribute__((visibility("default"))) enum upcxx_extra_nvshmem_status_t uxn_bench_floor_from_global_ptr(
+    int rank, const void *raw, void **sym_addr, int *pe) {
+    if (!raw || !sym_addr || !pe) return UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT;
+    *sym_addr = (void *)raw;
+    *pe = rank;
+    return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
 }

@@ -6,7 +6,7 @@
 /* Something that uses the declarations, so they are not only parsed. */
 int uxn_hygiene_c(void);
 int uxn_hygiene_c(void) {
-  upcxx_extra_nvshmem_heap_info_t info = {0};
-  upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&info);
-  return (int)s + (int)sizeof(upcxx_extra_nvshmem_gptr_t) + (int)sizeof(upcxx_extra_nvshmem_location_t);
+    upcxx_extra_nvshmem_heap_info_t info = {0};
+    upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&info);
+    return (int)s + (int)sizeof(upcxx_extra_nvshmem_gptr_t) + (int)sizeof(upcxx_extra_nvshmem_location_t);
 }

@@ -8,7 +8,7 @@ static_assert(std::is_standard_layout<upcxx_extra_nvshmem_gptr_t>::value, "gptr 
 
 int uxn_hygiene_cxx();
 int uxn_hygiene_cxx() {
-  upcxx_extra_nvshmem_heap_info_t info{};
-  upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&info);
-  return static_cast<int>(s) + (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK ? 1 : 0);
+    upcxx_extra_nvshmem_heap_info_t info{};
+    upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&info);
+    return static_cast<int>(s) + (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK ? 1 : 0);
 }

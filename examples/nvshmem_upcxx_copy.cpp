@@ -34,13 +34,13 @@
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
 
-#define CUDA_OK(x)                                                                                   \
-    do {                                                                                             \
-        cudaError_t e_ = (x);                                                                        \
-        if (e_ != cudaSuccess) {                                                                     \
+#define CUDA_OK(x)                                                                                        \
+    do {                                                                                                  \
+        cudaError_t e_ = (x);                                                                             \
+        if (e_ != cudaSuccess) {                                                                          \
             std::fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-            std::abort();                                                                            \
-        }                                                                                            \
+            std::abort();                                                                                 \
+        }                                                                                                 \
     } while (0)
 
 static int value(int pe, size_t i) { return (pe << 26) | static_cast<int>(i & ((1u << 26) - 1)); }
@@ -124,13 +124,15 @@ int main(int argc, char **argv) {
     long w4 = count_wrong(d, N, prev);  // my own `d`, written by the previous PE through UPC++
     wrong = w1 + w2 + w3 + w4;
 
-    std::printf("PE %d (rank %d) of %d, N=%zu, heap base %p extent %zu MiB: "
-                "put->b %ld wrong, copy(next b)->c %ld wrong, copy->next d + nvshmem_get %ld wrong, d from prev %ld wrong, "
-                "from_global_ptr round-trip errors %ld\n",
-                pe, me, npes, N, heap.base(), heap.extent() >> 20, w1, w2, w3, w4, roundtrip_errors);
+    std::printf(
+        "PE %d (rank %d) of %d, N=%zu, heap base %p extent %zu MiB: "
+        "put->b %ld wrong, copy(next b)->c %ld wrong, copy->next d + nvshmem_get %ld wrong, d from prev %ld wrong, "
+        "from_global_ptr round-trip errors %ld\n",
+        pe, me, npes, N, heap.base(), heap.extent() >> 20, w1, w2, w3, w4, roundtrip_errors);
     long total = upcxx::reduce_all(wrong + roundtrip_errors, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 4 checks x %d PEs)\n",
-                             total ? "FAIL" : "PASS", total, N, npes);
+    if (me == 0)
+        std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 4 checks x %d PEs)\n",
+                    total ? "FAIL" : "PASS", total, N, npes);
 
     heap.destroy();  // 1. the heap
     nvshmem_free(d);

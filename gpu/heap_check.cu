@@ -19,22 +19,22 @@
 #include "bench_floor.h" /* c_tests/bench_floor.h: the call floor */
 
 static int g_fail = 0, g_pe = -1;
-#define CHECK(cond, name, ...)                                            \
-    do {                                                                  \
-        bool ok_ = (cond);                                                \
-        printf("CHECK %d %s: %s ", g_pe, name, ok_ ? "PASS" : "FAIL");    \
-        printf(__VA_ARGS__);                                              \
-        printf("\n");                                                     \
-        fflush(stdout);                                                   \
-        if (!ok_) g_fail++;                                               \
+#define CHECK(cond, name, ...)                                         \
+    do {                                                               \
+        bool ok_ = (cond);                                             \
+        printf("CHECK %d %s: %s ", g_pe, name, ok_ ? "PASS" : "FAIL"); \
+        printf(__VA_ARGS__);                                           \
+        printf("\n");                                                  \
+        fflush(stdout);                                                \
+        if (!ok_) g_fail++;                                            \
     } while (0)
-#define CUDA_OK(x)                                                                   \
-    do {                                                                             \
-        cudaError_t e_ = (x);                                                        \
-        if (e_ != cudaSuccess) {                                                     \
+#define CUDA_OK(x)                                                                          \
+    do {                                                                                    \
+        cudaError_t e_ = (x);                                                               \
+        if (e_ != cudaSuccess) {                                                            \
             printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-            MPI_Abort(MPI_COMM_WORLD, 99);                                           \
-        }                                                                            \
+            MPI_Abort(MPI_COMM_WORLD, 99);                                                  \
+        }                                                                                   \
     } while (0)
 
 static const char *st(upcxx_extra_nvshmem_status_t s) { return upcxx_extra_nvshmem_strerror(s); }
@@ -62,7 +62,8 @@ static uintptr_t time_to(const void *buf, const std::vector<size_t> &offs, const
 }
 
 template <auto F>
-static uintptr_t time_from(const std::vector<void *> &bufs, const std::vector<size_t> &offs, const std::vector<int> &pes, int m) {
+static uintptr_t time_from(const std::vector<void *> &bufs, const std::vector<size_t> &offs,
+                           const std::vector<int> &pes, int m) {
     uintptr_t sink = 0;
     for (int i = 0; i < m; i++) {
         void *y;
@@ -74,9 +75,10 @@ static uintptr_t time_from(const std::vector<void *> &bufs, const std::vector<si
 }
 
 static void print_heap(const char *what, const upcxx_extra_nvshmem_heap_info_t &h) {
-    printf("INFO %d %s: base=%p size=%zu (%.1f GiB) mapped=%zu (%.1f MiB) pe=%d/%d device=%d nvshmem=%d.%d.%d source=%d\n",
-           g_pe, what, h.base, h.size, h.size / 1073741824.0, h.mapped_size, h.mapped_size / 1048576.0, h.my_pe,
-           h.n_pes, h.device, h.version_major, h.version_minor, h.version_patch, (int)h.source);
+    printf(
+        "INFO %d %s: base=%p size=%zu (%.1f GiB) mapped=%zu (%.1f MiB) pe=%d/%d device=%d nvshmem=%d.%d.%d source=%d\n",
+        g_pe, what, h.base, h.size, h.size / 1073741824.0, h.mapped_size, h.mapped_size / 1048576.0, h.my_pe, h.n_pes,
+        h.device, h.version_major, h.version_minor, h.version_patch, (int)h.source);
 }
 
 int main(int argc, char **argv) {
@@ -101,15 +103,16 @@ int main(int argc, char **argv) {
     size_t off = 0;
     int probe = 0;
     s = upcxx_extra_nvshmem_offset(&probe, &off);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "before-init offset (translation never discovers)", "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "before-init offset (translation never discovers)",
+          "-> %d (%s)", s, st(s));
     upcxx_extra_nvshmem_location_t loc;
     s = upcxx_extra_nvshmem_locate(UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, &loc);
     CHECK(stripped ? s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE
                    : s == UPCXX_EXTRA_NVSHMEM_STATUS_OK && loc.symbol_size >= 72 &&
                          (loc.version_field == 0 || loc.version_field == 0x10000u + loc.symbol_size),
-          "before-init locate symtab (version field is 0 until nvshmem_init)", "-> %d library=%s address=%p st_size=%zu version=0x%x", s,
-          s == 0 ? loc.library : "-", s == 0 ? loc.address : NULL, s == 0 ? loc.symbol_size : 0,
-          s == 0 ? loc.version_field : 0);
+          "before-init locate symtab (version field is 0 until nvshmem_init)",
+          "-> %d library=%s address=%p st_size=%zu version=0x%x", s, s == 0 ? loc.library : "-",
+          s == 0 ? loc.address : NULL, s == 0 ? loc.symbol_size : 0, s == 0 ? loc.version_field : 0);
 
     // --- Init: MPI bootstrap or unique-id bootstrap.
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
@@ -126,8 +129,7 @@ int main(int argc, char **argv) {
     }
     int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
     g_pe = me;
-    printf("INFO %d bootstrap=%s npes=%d VMM=%s\n", me, mode, npes,
-           getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on");
+    printf("INFO %d bootstrap=%s npes=%d VMM=%s\n", me, mode, npes, getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on");
 
     if (expect_validation_failure) {
         s = upcxx_extra_nvshmem_heap_query(&h);
@@ -153,8 +155,8 @@ int main(int argc, char **argv) {
     // --- Each resolution step alone.
     s = upcxx_extra_nvshmem_select_source(UPCXX_EXTRA_NVSHMEM_SOURCE_DLSYM);
     s = upcxx_extra_nvshmem_heap_query(&h);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE, "step 1 dlsym unavailable (LOCAL symbol)", "-> %d %s",
-          s, upcxx_extra_nvshmem_last_error());
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE, "step 1 dlsym unavailable (LOCAL symbol)", "-> %d %s", s,
+          upcxx_extra_nvshmem_last_error());
     upcxx_extra_nvshmem_heap_info_t by_step[2];
     const int steps[2] = {UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE};
     const char *names[2] = {"step 2 symtab", "step 3 cumodule"};
@@ -178,8 +180,9 @@ int main(int argc, char **argv) {
     upcxx_extra_nvshmem_select_source(UPCXX_EXTRA_NVSHMEM_SOURCE_NONE);
     s = upcxx_extra_nvshmem_heap_query(&h);
     print_heap("auto", h);
-    CHECK(s == 0 && (int)h.source == (stripped ? UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE : UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB),
-          "auto resolution picks the expected step", "source %d", (int)h.source);
+    CHECK(
+        s == 0 && (int)h.source == (stripped ? UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE : UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB),
+        "auto resolution picks the expected step", "source %d", (int)h.source);
     CHECK(nvshmem_ptr(h.base, me) == h.base && nvshmem_ptr((char *)h.base - 1, me) == NULL &&
               nvshmem_ptr((char *)h.base + h.size - 1, me) != NULL && nvshmem_ptr((char *)h.base + h.size, me) == NULL,
           "oracle nvshmem_ptr agrees on the heap bounds", "[%p, %p)", h.base, (char *)h.base + h.size);
@@ -225,7 +228,8 @@ int main(int argc, char **argv) {
         peers[p].base = bases[p];
     }
     s = upcxx_extra_nvshmem_set_peers(npes, peers.data());
-    CHECK(s == 0, "set_peers (shuffled ranks, MPI-exchanged bases)", "-> %d %s", s, s ? upcxx_extra_nvshmem_last_error() : "");
+    CHECK(s == 0, "set_peers (shuffled ranks, MPI-exchanged bases)", "-> %d %s", s,
+          s ? upcxx_extra_nvshmem_last_error() : "");
     {
         upcxx_extra_nvshmem_gptr_t g;
         s = upcxx_extra_nvshmem_to_global_ptr(dst + 7, peer, &g);
@@ -257,9 +261,9 @@ int main(int argc, char **argv) {
     s = upcxx_extra_nvshmem_heap_query(&h);
     size_t after = h.mapped_size;
     bool vmm = !getenv("NVSHMEM_DISABLE_CUDA_VMM");
-    CHECK(big != NULL && (vmm ? after >= before + ((size_t)3 << 30) : after == h.size), "mapped_size after 3 GiB malloc",
-          "before %zu MiB, after %zu MiB (reserved %zu MiB, VMM %s)", before >> 20, after >> 20, h.size >> 20,
-          vmm ? "on" : "off");
+    CHECK(big != NULL && (vmm ? after >= before + ((size_t)3 << 30) : after == h.size),
+          "mapped_size after 3 GiB malloc", "before %zu MiB, after %zu MiB (reserved %zu MiB, VMM %s)", before >> 20,
+          after >> 20, h.size >> 20, vmm ? "on" : "off");
     {
         upcxx_extra_nvshmem_gptr_t gb;
         s = upcxx_extra_nvshmem_to_global_ptr((char *)big + ((size_t)3 << 30) - 1, peer, &gb);
@@ -306,10 +310,12 @@ int main(int argc, char **argv) {
         std::sort(t_fto, t_fto + REPS);
         std::sort(t_ffrom, t_ffrom + REPS);
         const int h = REPS / 2;
-        printf("BENCH %d nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) | "
-               "call floor: to %.2f ns (%.2fx), from %.2f ns (%.2fx) [medians of %d x %d calls; ratios to nvshmem_ptr; sink %lu]\n",
-               me, t_ptr[h], t_to[h], t_to[h] / t_ptr[h], t_from[h], t_from[h] / t_ptr[h], t_fto[h], t_fto[h] / t_ptr[h],
-               t_ffrom[h], t_ffrom[h] / t_ptr[h], REPS, M, (unsigned long)(sink & 1));
+        printf(
+            "BENCH %d nvshmem_ptr %.2f ns | to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) | "
+            "call floor: to %.2f ns (%.2fx), from %.2f ns (%.2fx) [medians of %d x %d calls; ratios to nvshmem_ptr; "
+            "sink %lu]\n",
+            me, t_ptr[h], t_to[h], t_to[h] / t_ptr[h], t_from[h], t_from[h] / t_ptr[h], t_fto[h], t_fto[h] / t_ptr[h],
+            t_ffrom[h], t_ffrom[h] / t_ptr[h], REPS, M, (unsigned long)(sink & 1));
     }
 
     nvshmem_free(big);
@@ -323,11 +329,14 @@ int main(int argc, char **argv) {
     s = upcxx_extra_nvshmem_to_global_ptr(buf, peer, &g);
     CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "after-finalize to_global_ptr", "-> %d (%s)", s, st(s));
     s = upcxx_extra_nvshmem_set_peers_from_nvshmem(NULL);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize set_peers_from_nvshmem", "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize set_peers_from_nvshmem", "-> %d (%s)", s,
+          st(s));
 
     int total = 0;
     MPI_Allreduce(&g_fail, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (me == 0) printf("SUMMARY bootstrap=%s VMM=%s failures=%d\n", mode, getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on", total);
+    if (me == 0)
+        printf("SUMMARY bootstrap=%s VMM=%s failures=%d\n", mode, getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on",
+               total);
     MPI_Finalize();
     return total > 100 ? 100 : total;
 }

@@ -136,8 +136,8 @@ using namespace upcxx;
 using upcxx::extra::nvshmem_heap;
 
 using val_t = std::uint32_t;
-#define VAL(rank, step, idx) ((val_t)((((rank)&0xFFFF) << 16) | (((step)&0xFF) << 8) | ((idx)&0xFF) ))
-#define DEAD(step) ((val_t)(0xFFFF0000 | ((step)&0xFFFF)))
+#define VAL(rank, step, idx) ((val_t)((((rank) & 0xFFFF) << 16) | (((step) & 0xFF) << 8) | ((idx) & 0xFF)))
+#define DEAD(step) ((val_t)(0xFFFF0000 | ((step) & 0xFFFF)))
 
 using any_ptr = global_ptr<val_t, memory_kind::any>;
 long errs = 0;
@@ -225,10 +225,14 @@ std::string bufdesc(const buf_t &b, any_ptr ptr) {
     int rank = ptr.where();
     memory_kind kind = ptr.dynamic_kind();
     std::ostringstream oss;
-    if (rank == me) oss << "my ";
-    else if (rank == (me + 1) % ranks) oss << "his ";
-    else if (rank == (me + 2) % ranks) oss << "her ";
-    else oss << "other ";
+    if (rank == me)
+        oss << "my ";
+    else if (rank == (me + 1) % ranks)
+        oss << "his ";
+    else if (rank == (me + 2) % ranks)
+        oss << "her ";
+    else
+        oss << "other ";
 #if UPCXX_VERSION >= 20220907
     oss << kind;
 #else
@@ -287,8 +291,13 @@ enum form_t {
     N_FORMS
 };
 static const char *form_name(int f) {
-    static const char *names[] = {"op|src futures", "src|op futures", "promises", "lpcs", "default future",
-                                  "defer op|eager src futures", "eager op|defer src promises"};
+    static const char *names[] = {"op|src futures",
+                                  "src|op futures",
+                                  "promises",
+                                  "lpcs",
+                                  "default future",
+                                  "defer op|eager src futures",
+                                  "eager op|defer src promises"};
     return names[f];
 }
 
@@ -302,13 +311,15 @@ static std::pair<future<>, future<>> issue(int form, S src, D dst, std::size_t n
     switch (form) {
         case F_FUT_OP_SRC:
             if (want_rc)
-                std::tie(of, sf) = heap.copy(src, dst, n, with_rc(operation_cx::as_future() | source_cx::as_future(), rc_rank));
+                std::tie(of, sf) =
+                    heap.copy(src, dst, n, with_rc(operation_cx::as_future() | source_cx::as_future(), rc_rank));
             else
                 std::tie(of, sf) = heap.copy(src, dst, n, operation_cx::as_future() | source_cx::as_future());
             break;
         case F_FUT_SRC_OP:
             if (want_rc)
-                std::tie(sf, of) = heap.copy(src, dst, n, with_rc(source_cx::as_future() | operation_cx::as_future(), rc_rank));
+                std::tie(sf, of) =
+                    heap.copy(src, dst, n, with_rc(source_cx::as_future() | operation_cx::as_future(), rc_rank));
             else
                 std::tie(sf, of) = heap.copy(src, dst, n, source_cx::as_future() | operation_cx::as_future());
             break;
@@ -351,10 +362,11 @@ static std::pair<future<>, future<>> issue(int form, S src, D dst, std::size_t n
 #if COPY_HAS_EAGER
         case F_DEFER_EAGER:
             if (want_rc)
-                std::tie(of, sf) =
-                    heap.copy(src, dst, n, with_rc(operation_cx::as_defer_future() | source_cx::as_eager_future(), rc_rank));
+                std::tie(of, sf) = heap.copy(
+                    src, dst, n, with_rc(operation_cx::as_defer_future() | source_cx::as_eager_future(), rc_rank));
             else
-                std::tie(of, sf) = heap.copy(src, dst, n, operation_cx::as_defer_future() | source_cx::as_eager_future());
+                std::tie(of, sf) =
+                    heap.copy(src, dst, n, operation_cx::as_defer_future() | source_cx::as_eager_future());
             if (copy_test::ready(of)) defer_violations++;
             break;
         case F_EAGER_DEFER_PROMISE: {
@@ -418,7 +430,8 @@ static std::pair<future<>, future<>> copy_with(int form, bool static_kinds, S sr
 int main(int argc, char *argv[]) {
     upcxx::init();
     copy_test::program() = "copy_cover_test";
-    if (!rank_me()) say("") << "Test: copy_cover_test.cpp (UPC++ 2023.9.0 copy-cover.cpp on NVSHMEM's heap)\nRanks: " << rank_n();
+    if (!rank_me())
+        say("") << "Test: copy_cover_test.cpp (UPC++ 2023.9.0 copy-cover.cpp on NVSHMEM's heap)\nRanks: " << rank_n();
     const int gpu = copy_test::select_gpu_or_skip();  // exits 77 without a GPU
     copy_test::start_watchdog();
     copy_test::nvshmem_init_from_upcxx();
@@ -438,14 +451,16 @@ int main(int argc, char *argv[]) {
         if (!me)
             say("") << "Running with iters=" << iters << " bufsz=" << maxelems * sizeof(val_t) << " bytes\n"
                     << "  using " << heaps_per_kind << " NVSHMEM blocks and " << allocs_per_heap
-                    << " buffer allocations per block; " << (forced_fallback() ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back" : "fast path on");
+                    << " buffer allocations per block; "
+                    << (forced_fallback() ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back" : "fast path on");
     }
     // A buffer: [0, maxelems+3) is A's side (start offset 0-2), [maxelems+4, 2*maxelems+7) B's.
     const size_t allocelems = 2 * maxelems + 8;
     const size_t allocsz = (allocelems * sizeof(val_t) + 4095) / 4096 * 4096;
 
     {
-        if (me == 0 && ranks < 3) say("") << "Advice: consider using 3 (or more) ranks to cover three-party cases for upcxx::copy.";
+        if (me == 0 && ranks < 3)
+            say("") << "Advice: consider using 3 (or more) ranks to cover three-party cases for upcxx::copy.";
 
         // fill bufs with global ptrs to buffers, with allocs_per_heap
         global_ptr<val_t> host_ptrs[allocs_per_heap] = {};
@@ -482,9 +497,10 @@ int main(int argc, char *argv[]) {
         }
         const size_t extent1 = heap.update();
         for (unsigned h = 1; h < heaps_per_kind; h++) add_block(blocks[h]);
-        copy_test::check("growth", heap.segments() <= 1,
-                         "extent %zu -> %zu bytes after a 512 MiB nvshmem_malloc and update(): %zu UPC++ device segment(s)",
-                         extent0, extent1, heap.segments());
+        copy_test::check(
+            "growth", heap.segments() <= 1,
+            "extent %zu -> %zu bytes after a 512 MiB nvshmem_malloc and update(): %zu UPC++ device segment(s)", extent0,
+            extent1, heap.segments());
 
 #if UPCXX_OWN_DEVICE_BUFFERS
         DeviceState<cuda_device> devstate_cuda;
@@ -500,8 +516,9 @@ int main(int argc, char *argv[]) {
         long mapped = 0;
         for (const buf_t &b : bufs) mapped += heap_here(b);
         say() << "Running with " << bufcnt << " buffers (" << allocs_per_heap << " UPC++ host, "
-              << heaps_per_kind * allocs_per_heap << " NVSHMEM, " << (UPCXX_OWN_DEVICE_BUFFERS ? UPCXX_DEVICE_HEAPS * allocs_per_heap : 0)
-              << " UPC++ device), " << mapped << " NVSHMEM buffers mapped here";
+              << heaps_per_kind * allocs_per_heap << " NVSHMEM, "
+              << (UPCXX_OWN_DEVICE_BUFFERS ? UPCXX_DEVICE_HEAPS * allocs_per_heap : 0) << " UPC++ device), " << mapped
+              << " NVSHMEM buffers mapped here";
 
         {  // basic sanity checks for buffer layout and simple copy (UPC++'s, through heap.copy)
             size_t bufelems = allocelems;
@@ -530,8 +547,9 @@ int main(int argc, char *argv[]) {
                     val_t expect = VAL(me, A, i);
                     if (got != expect) {
                         say() << "ERROR: Failed sanity check at "
-                              << " A=" << A << "(" << bufdesc(bufs[A], buf) << ")" << std::setbase(16) << std::setfill('0')
-                              << " i=0x" << i << " expect=0x" << std::setw(5) << expect << " got=0x" << std::setw(5) << got;
+                              << " A=" << A << "(" << bufdesc(bufs[A], buf) << ")" << std::setbase(16)
+                              << std::setfill('0') << " i=0x" << i << " expect=0x" << std::setw(5) << expect
+                              << " got=0x" << std::setw(5) << got;
                         errs++;
                         sanity_errs++;
                         break;
@@ -541,8 +559,9 @@ int main(int argc, char *argv[]) {
 
             upcxx::delete_array(gp_tmp);
             upcxx::barrier();
-            copy_test::check("sanity", sanity_errs == 0, "each of %d buffers written and read back through heap.copy: %ld wrong",
-                             bufcnt, sanity_errs);
+            copy_test::check("sanity", sanity_errs == 0,
+                             "each of %d buffers written and read back through heap.copy: %ld wrong", bufcnt,
+                             sanity_errs);
             upcxx::barrier();
         }
 
@@ -630,7 +649,8 @@ int main(int argc, char *argv[]) {
 #endif
                         } else {  // exercise all three completion events (those the form has)
                             // private -> heapA
-                            std::tie(of, sf) = copy_with(form, static_kinds, priv_src, bufA, count, form == F_DEFAULT ? -1 : bufA.where());
+                            std::tie(of, sf) = copy_with(form, static_kinds, priv_src, bufA, count,
+                                                         form == F_DEFAULT ? -1 : bufA.where());
                             if (kill1) {
                                 kf1 = sf.then([=]() { priv_src[0] = dead; });
                             } else
@@ -638,7 +658,8 @@ int main(int argc, char *argv[]) {
                             wait_or_die(of, "operation completion of private -> A");
 
                             // heapA -> heapB
-                            std::tie(of, sf) = copy_with(form, static_kinds, bufA, bufB, count, form == F_DEFAULT ? -1 : bufB.where());
+                            std::tie(of, sf) =
+                                copy_with(form, static_kinds, bufA, bufB, count, form == F_DEFAULT ? -1 : bufB.where());
                             if (kill2) {
                                 kf2 = sf.then([&]() { return heap.copy(&dead, bufA, 1); });
                                 copies_here++;
@@ -647,7 +668,8 @@ int main(int argc, char *argv[]) {
                             wait_or_die(of, "operation completion of A -> B");
 
                             // heapB -> private
-                            std::tie(of, sf) = copy_with(form, static_kinds, bufB, priv_dst, count, form == F_DEFAULT ? -1 : me);
+                            std::tie(of, sf) =
+                                copy_with(form, static_kinds, bufB, priv_dst, count, form == F_DEFAULT ? -1 : me);
                             if (kill3) {
                                 kf3 = sf.then([&]() { return heap.copy(&dead, bufB, 1); });
                                 copies_here++;
@@ -678,28 +700,33 @@ int main(int argc, char *argv[]) {
                                 break;
                             }
                         }
-                        if (mismatch.empty() && priv_dst[count] != 0) mismatch = " the element after the last copied one was written";
+                        if (mismatch.empty() && priv_dst[count] != 0)
+                            mismatch = " the element after the last copied one was written";
                         if (mismatch.size()) {  // diagnose failure
-                            say() << "ERROR: Mismatch at round=" << round << " bufsz=" << std::setw(5) << (count * sizeof(val_t))
-                                  << " A=" << A << "(" << bufdesc(bufs[A], bufA) << " +" << offA << ")"
+                            say() << "ERROR: Mismatch at round=" << round << " bufsz=" << std::setw(5)
+                                  << (count * sizeof(val_t)) << " A=" << A << "(" << bufdesc(bufs[A], bufA) << " +"
+                                  << offA << ")"
                                   << " B=" << B << "(" << bufdesc(bufs[B], bufB) << " +" << offB << ")"
-                                  << " form=" << form_name(form) << (static_kinds ? " static kinds" : "") << std::setfill('0')
-                                  << " step=0x" << std::setw(4) << std::hex << step << mismatch << (kill1 ? ", kill1" : "")
-                                  << (kill2 ? ", kill2" : "") << (kill3 ? ", kill3" : "") << (rconly ? ", rconly" : "");
+                                  << " form=" << form_name(form) << (static_kinds ? " static kinds" : "")
+                                  << std::setfill('0') << " step=0x" << std::setw(4) << std::hex << step << mismatch
+                                  << (kill1 ? ", kill1" : "") << (kill2 ? ", kill2" : "") << (kill3 ? ", kill3" : "")
+                                  << (rconly ? ", rconly" : "");
                             errs++;
                         }
 
                         // The path: only A -> B can be fast (private memory is never NVSHMEM's).
                         const auto c1 = heap.copies();
-                        const long fast = static_cast<long>(c1.fast - c0.fast), slow = static_cast<long>(c1.fallback - c0.fallback);
+                        const long fast = static_cast<long>(c1.fast - c0.fast),
+                                   slow = static_cast<long>(c1.fallback - c0.fallback);
                         copies_fast_expected += fast_AB;
                         copies_fast_seen += fast;
                         copies_total += copies_here;
                         if (fast != (fast_AB ? 1 : 0) || fast + slow != copies_here) {
                             if (acct_errs < 20)
-                                say() << "ERROR: path of A=" << A << "(" << bufdesc(bufs[A], bufA) << ") -> B=" << B << "("
-                                      << bufdesc(bufs[B], bufB) << "): " << fast << " fast + " << slow << " fallback copies of "
-                                      << copies_here << ", expected A -> B " << (fast_AB ? "fast" : "fallback");
+                                say() << "ERROR: path of A=" << A << "(" << bufdesc(bufs[A], bufA) << ") -> B=" << B
+                                      << "(" << bufdesc(bufs[B], bufB) << "): " << fast << " fast + " << slow
+                                      << " fallback copies of " << copies_here << ", expected A -> B "
+                                      << (fast_AB ? "fast" : "fallback");
                             acct_errs++;
                         }
 
@@ -708,7 +735,8 @@ int main(int argc, char *argv[]) {
                 }  // A/B bufs
 
                 if (!copy_test::progress_until([&] { return rc_count >= rc_sent; }, 60)) {
-                    say() << "ERROR: " << rc_count << " remote completions ran here, " << rc_sent << " expected, after 60 s";
+                    say() << "ERROR: " << rc_count << " remote completions ran here, " << rc_sent
+                          << " expected, after 60 s";
                     rc_timeouts++;
                     errs++;
                 }
@@ -725,18 +753,21 @@ int main(int argc, char *argv[]) {
         UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
         upcxx::barrier();
 
-        copy_test::check("values", errs == 0, "%llu steps of private -> A -> B -> private, %d buffers, %d forms: %ld mismatches",
+        copy_test::check("values", errs == 0,
+                         "%llu steps of private -> A -> B -> private, %d buffers, %d forms: %ld mismatches",
                          static_cast<unsigned long long>(step), bufcnt, static_cast<int>(N_FORMS), errs);
         copy_test::check("paths", acct_errs == 0 && (forced_fallback() || mapped == 0 || copies_fast_expected > 0),
                          "%ld copies, %ld fast as expected (%ld seen); %ld steps with a wrong path", copies_total,
                          copies_fast_expected, copies_fast_seen, acct_errs);
         copy_test::check("remote_completions", rc_timeouts == 0, "%s",
-                         COPY_HAS_REMOTE_CX ? "every remote_cx::as_rpc ran once, on the target's master persona in progress"
-                                            : "(UPC++ 2020.10: upcxx::copy has no remote_cx; none asked)");
-        copy_test::check("deferred", defer_violations == 0, "%ld deferred notifications were ready when copy() returned%s",
-                         defer_violations, COPY_HAS_EAGER ? "" : " (UPC++ before 2023.3 has no as_defer_*: none asked)");
-        copy_test::check("lpc_persona", lpc_wrong_persona == 0, "%ld as_lpc callbacks ran on another persona than the initiator's",
-                         lpc_wrong_persona);
+                         COPY_HAS_REMOTE_CX
+                             ? "every remote_cx::as_rpc ran once, on the target's master persona in progress"
+                             : "(UPC++ 2020.10: upcxx::copy has no remote_cx; none asked)");
+        copy_test::check("deferred", defer_violations == 0,
+                         "%ld deferred notifications were ready when copy() returned%s", defer_violations,
+                         COPY_HAS_EAGER ? "" : " (UPC++ before 2023.3 has no as_defer_*: none asked)");
+        copy_test::check("lpc_persona", lpc_wrong_persona == 0,
+                         "%ld as_lpc callbacks ran on another persona than the initiator's", lpc_wrong_persona);
         {
             std::string failed;
             try {

@@ -72,7 +72,6 @@
 #include "upcxx_extra/nvshmem.hpp"
 #include "copy_test_util.hpp"
 
-using upcxx::extra::nvshmem_heap;
 using copy_test::check;
 using copy_test::count_not;
 using copy_test::count_wrong;
@@ -81,6 +80,7 @@ using copy_test::heap_error;
 using copy_test::ready;
 using copy_test::skip;
 using copy_test::wait_for;
+using upcxx::extra::nvshmem_heap;
 using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 using aptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::any>;
 using hptr = upcxx::global_ptr<unsigned char>;
@@ -105,8 +105,8 @@ using upcxx::source_cx;
 #endif
 
 static const std::size_t MiB = std::size_t(1) << 20;
-static const std::size_t big = 64 * MiB;   // an asynchronous fast copy
-static const std::size_t small = 4096;     // one that may complete inside copy()
+static const std::size_t big = 64 * MiB;  // an asynchronous fast copy
+static const std::size_t small = 4096;    // one that may complete inside copy()
 static const std::size_t cap = 128 * MiB + 4096;
 
 static nvshmem_heap *g_heap = nullptr;
@@ -130,13 +130,15 @@ static bool path_is(const char *name, const nvshmem_heap::copy_counts &c0, std::
 }
 
 template <class F>
-static void expect_error(const char *name, upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
+static void expect_error(const char *name, upcxx_extra_nvshmem_status_t want, const char *needle, const char *what,
+                         F f) {
     try {
         f();
         check(name, false, "%s: no exception", what);
     } catch (const heap_error &e) {
-        check(name, e.status() == want && std::strstr(e.what(), needle), "%s -> status %d (want %d), message naming '%s': %s",
-              what, static_cast<int>(e.status()), static_cast<int>(want), needle, e.what());
+        check(name, e.status() == want && std::strstr(e.what(), needle),
+              "%s -> status %d (want %d), message naming '%s': %s", what, static_cast<int>(e.status()),
+              static_cast<int>(want), needle, e.what());
     } catch (const std::exception &e) {
         check(name, false, "%s: another exception: %s", what, e.what());
     }
@@ -203,18 +205,22 @@ static void f9_raw_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char 
     std::tie(of, sf) = heap.copy(static_cast<const unsigned char *>(h.data()), gb, small,
                                  operation_cx::as_future() | source_cx::as_future());
     ok = waited("F9.raw_host", upcxx::when_all(of, sf), "heap.copy(const host T*, my heap, op|src)");
-    check("F9.raw_host", ok && count_wrong(b, small, me, salt) == 0, "const host T* -> my heap with op|src futures: bytes right");
+    check("F9.raw_host", ok && count_wrong(b, small, me, salt) == 0,
+          "const host T* -> my heap with op|src futures: bytes right");
     path_is("F9.raw_host_path", c0, 0, 3, "raw host pointers");
     // A UPC++ host global_ptr (UPC++'s shared segment) with the heap: the fallback too.
     hptr hg = upcxx::new_array<unsigned char>(small);
     std::memset(hg.local(), 0, small);
     c0 = heap.copies();
     ok = waited("F9.upcxx_host", heap.copy(gb, hg, small), "heap.copy(my heap, UPC++ host gp)");
-    check("F9.upcxx_host", ok && std::memcmp(hg.local(), h.data(), small) == 0, "my heap -> UPC++ host global_ptr: bytes right");
+    check("F9.upcxx_host", ok && std::memcmp(hg.local(), h.data(), small) == 0,
+          "my heap -> UPC++ host global_ptr: bytes right");
     barrier();  // read my b before the previous PE writes it
-    ok = waited("F9.upcxx_host", heap.copy(aptr(hg), aptr(gb_next), small), "heap.copy(UPC++ host any, next's heap any)");
+    ok = waited("F9.upcxx_host", heap.copy(aptr(hg), aptr(gb_next), small),
+                "heap.copy(UPC++ host any, next's heap any)");
     barrier();
-    check("F9.upcxx_host", ok && count_wrong(b, small, prev, salt) == 0, "UPC++ host -> next's heap (memory_kind::any): bytes right");
+    check("F9.upcxx_host", ok && count_wrong(b, small, prev, salt) == 0,
+          "UPC++ host -> next's heap (memory_kind::any): bytes right");
     path_is("F9.upcxx_host_path", c0, 0, 2, "a UPC++ host global_ptr");
     upcxx::delete_array(hg);
     barrier();
@@ -243,7 +249,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
             bool at_return = ready(f);
             check("F5.future_deferred", !at_return, "%s: the future is not ready when copy() returns", what);
             bool ok = waited("F5.future_deferred", f, what);
-            check("F5.future_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once ready", what);
+            check("F5.future_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: bytes right once ready", what);
             barrier();
 
             prepare(a, b, n, ++salt);
@@ -260,7 +267,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
             upcxx::future<> of, sf;
             std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_future() | source_cx::as_future());
             copies++;
-            check("F5.source_deferred", !ready(of) && !ready(sf), "%s: operation and source futures not ready at return", what);
+            check("F5.source_deferred", !ready(of) && !ready(sf),
+                  "%s: operation and source futures not ready at return", what);
             ok = waited("F5.source_deferred", upcxx::when_all(of, sf), what);
             check("F5.source_deferred", ok, "%s: both ready in progress", what);
             barrier();
@@ -272,7 +280,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
             upcxx::future<> pf = p.finalize();
             check("F5.promise_deferred", !ready(pf), "%s: as_promise not fulfilled at return", what);
             ok = waited("F5.promise_deferred", pf, what);
-            check("F5.promise_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once fulfilled", what);
+            check("F5.promise_deferred", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: bytes right once fulfilled", what);
             barrier();
 #else
             // UPC++ >= 2023.3: as_defer_* never ready at return.
@@ -281,7 +290,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
             copies++;
             check("F5.defer_future", !ready(f), "%s: as_defer_future not ready when copy() returns", what);
             bool ok = waited("F5.defer_future", f, what);
-            check("F5.defer_future", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once ready", what);
+            check("F5.defer_future", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: bytes right once ready", what);
             barrier();
 
             prepare(a, b, n, ++salt);
@@ -298,9 +308,11 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
             heap.copy(ga, gdst, n, operation_cx::as_defer_promise(p) | source_cx::as_defer_promise(ps));
             copies++;
             upcxx::future<> pf = p.finalize(), psf = ps.finalize();
-            check("F5.defer_promise", !ready(pf) && !ready(psf), "%s: as_defer_promise (operation, source) not fulfilled at return", what);
+            check("F5.defer_promise", !ready(pf) && !ready(psf),
+                  "%s: as_defer_promise (operation, source) not fulfilled at return", what);
             ok = waited("F5.defer_promise", upcxx::when_all(pf, psf), what);
-            check("F5.defer_promise", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0), "%s: bytes right once fulfilled", what);
+            check("F5.defer_promise", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
+                  "%s: bytes right once fulfilled", what);
             barrier();
 
             // Eager (explicit, and the default unless UPCXX_DEFER_COMPLETION): ready at return is
@@ -310,7 +322,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
                 prepare(a, b, n, ++salt);
                 upcxx::future<> of, sf;
                 if (form == 0)
-                    std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_eager_future() | source_cx::as_eager_future());
+                    std::tie(of, sf) =
+                        heap.copy(ga, gdst, n, operation_cx::as_eager_future() | source_cx::as_eager_future());
                 else
                     std::tie(of, sf) = heap.copy(ga, gdst, n, operation_cx::as_future() | source_cx::as_future());
                 copies++;
@@ -332,7 +345,8 @@ static void f5_deferral(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
                 cudaDeviceSynchronize();
                 ok = ok && waited("F5.eager", of, what);
                 check("F5.eager_source", ok && (!dst_here || count_wrong(dst_here, n, who, salt) == 0),
-                      "%s, %s: the source overwritten after source completion, the destination keeps the copied bytes", what, fname);
+                      "%s, %s: the source overwritten after source completion, the destination keeps the copied bytes",
+                      what, fname);
                 barrier();
             }
 #endif
@@ -370,11 +384,14 @@ static void rpc_check_at_target(dptr dst, std::size_t n, int initiator, int salt
         wrong = count_wrong(local, n, initiator, salt);
     } catch (...) {
     }
-    upcxx::rpc_ff(initiator, [](long w, bool p) {
-        g_rpc_wrong += w;
-        g_rpc_misplaced += !p;
-        g_rpc_replies++;
-    }, wrong, placed);
+    upcxx::rpc_ff(
+        initiator,
+        [](long w, bool p) {
+            g_rpc_wrong += w;
+            g_rpc_misplaced += !p;
+            g_rpc_replies++;
+        },
+        wrong, placed);
 }
 #endif
 
@@ -422,7 +439,8 @@ static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *
         heap.copy(ga, gb_next, n, operation_cx::as_promise(p));
         copies++;
         bool ok = waited("F7.as_promise", p.finalize(), what);
-        check("F7.as_promise", ok && (!peer_b || count_wrong(peer_b, n, me, salt) == 0), "%s: bytes at the destination when fulfilled", what);
+        check("F7.as_promise", ok && (!peer_b || count_wrong(peer_b, n, me, salt) == 0),
+              "%s: bytes at the destination when fulfilled", what);
         barrier();
         check("F7.as_promise", count_wrong(b, n, prev, salt) == 0, "%s: the previous PE's bytes here", what);
 
@@ -458,16 +476,18 @@ static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *
         cudaDeviceSynchronize();
         ok = ok && waited("F7.source_cx", of, what);
         barrier();
-        check("F7.source_cx", ok && count_wrong(b, n, prev, salt) == 0, "%s: source overwritten after source completion, destination right", what);
+        check("F7.source_cx", ok && count_wrong(b, n, prev, salt) == 0,
+              "%s: source overwritten after source completion, destination right", what);
 
         // as_promise (operation) | as_lpc (source) | as_future (operation): every one once.
         std::snprintf(what, sizeof what, "%s operation as_promise | source as_lpc | operation as_future", sz(n));
         prepare(a, b, n, ++salt);
         upcxx::promise<> p2;
         std::atomic<int> src_lpc_runs{0};
-        upcxx::future<> of2 = heap.copy(ga, gb_next, n,
-                                        operation_cx::as_promise(p2) | source_cx::as_lpc(lpc_target, [&] { src_lpc_runs++; }) |
-                                            operation_cx::as_future());
+        upcxx::future<> of2 =
+            heap.copy(ga, gb_next, n, operation_cx::as_promise(p2) | source_cx::as_lpc(lpc_target, [&] {
+                                          src_lpc_runs++;
+                                      }) | operation_cx::as_future());
         copies++;
         ok = waited("F7.combined", upcxx::when_all(of2, p2.finalize()), what) &&
              copy_test::progress_until([&] { return src_lpc_runs.load() > 0; });
@@ -490,12 +510,14 @@ static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *
         barrier();
 
         // op future | source future | as_rpc, and as_rpc | as_promise.
-        std::snprintf(what, sizeof what, "%s operation_cx::as_future | source_cx::as_future | remote_cx::as_rpc", sz(n));
+        std::snprintf(what, sizeof what, "%s operation_cx::as_future | source_cx::as_future | remote_cx::as_rpc",
+                      sz(n));
         prepare(a, b, n, ++salt);
         replies0 = g_rpc_replies;
         wrong0 = g_rpc_wrong;
-        std::tie(of, sf) = heap.copy(ga, gb_next, n, operation_cx::as_future() | source_cx::as_future() |
-                                                         remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt));
+        std::tie(of, sf) = heap.copy(ga, gb_next, n,
+                                     operation_cx::as_future() | source_cx::as_future() |
+                                         remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt));
         copies++;
         ok = waited("F7.combined_rpc", upcxx::when_all(of, sf), what) &&
              copy_test::progress_until([&] { return g_rpc_replies > replies0; });
@@ -506,11 +528,13 @@ static void f7_completions(nvshmem_heap &heap, unsigned char *a, unsigned char *
         replies0 = g_rpc_replies;
         wrong0 = g_rpc_wrong;
         upcxx::promise<> p3;
-        heap.copy(ga, gb_next, n, remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt) | operation_cx::as_promise(p3));
+        heap.copy(ga, gb_next, n,
+                  remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt) | operation_cx::as_promise(p3));
         copies++;
-        ok = waited("F7.combined_rpc", p3.finalize(), what) && copy_test::progress_until([&] { return g_rpc_replies > replies0; });
-        check("F7.combined_rpc", ok && g_rpc_wrong == wrong0, "%s remote_cx::as_rpc | operation_cx::as_promise: both delivered, bytes right",
-              sz(n));
+        ok = waited("F7.combined_rpc", p3.finalize(), what) &&
+             copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F7.combined_rpc", ok && g_rpc_wrong == wrong0,
+              "%s remote_cx::as_rpc | operation_cx::as_promise: both delivered, bytes right", sz(n));
         barrier();
         copy_test::progress_until([] { return false; }, 0.05);
         check("F7.as_rpc_once", g_rpc_replies == static_cast<long>(3 * (n == small ? 1 : 2)),
@@ -544,16 +568,19 @@ static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b
             if (form == 0)
                 of = heap.copy_after(s, ga, gb_next, n);
             else
-                std::tie(of, sf) = heap.copy_after(s, ga, gb_next, n, operation_cx::as_future() | source_cx::as_future());
+                std::tie(of, sf) =
+                    heap.copy_after(s, ga, gb_next, n, operation_cx::as_future() | source_cx::as_future());
             const double took = copy_test::now() - t0;
             if (mapped && !forced)
                 // Separate names: a copy small enough to be waited for in the call (sync_copy_max)
                 // would also wait for the stream's work, which is a host synchronisation too.
                 check(n == small ? "F8.no_host_sync_small" : "F8.no_host_sync", took < 0.1,
-                      "%s returned after %.1f ms, before the stream's %d ms host function ended", what, took * 1e3, sleep_ms);
+                      "%s returned after %.1f ms, before the stream's %d ms host function ended", what, took * 1e3,
+                      sleep_ms);
             bool ok = waited("F8.ordered", of, what) && (form == 0 || waited("F8.ordered", sf, what));
             barrier();
-            check("F8.ordered", ok && count_not(b, n, 0x5a) == 0, "%s: the destination holds the bytes the stream wrote (0x5a)", what);
+            check("F8.ordered", ok && count_not(b, n, 0x5a) == 0,
+                  "%s: the destination holds the bytes the stream wrote (0x5a)", what);
             path_is("F8.path", c0, mapped ? 1 : 0, mapped ? 0 : 1, what);
             cudaStreamSynchronize(s);
             barrier();
@@ -570,7 +597,8 @@ static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b
         bool ok = waited("F8.fallback_ordered", heap.copy_after(s, ga, hg, n), "copy_after to a UPC++ host global_ptr");
         cudaLaunchHostFunc(s, sleep_host_fn, &sleep_ms);
         cudaMemsetAsync(a, 0x3c, n, s);
-        ok = ok && waited("F8.fallback_ordered", heap.copy_after(s, ga, priv.data(), n), "copy_after to a raw host pointer");
+        ok = ok &&
+             waited("F8.fallback_ordered", heap.copy_after(s, ga, priv.data(), n), "copy_after to a raw host pointer");
         check("F8.fallback_ordered", ok && count_not(hg.local(), n, 0x5a) == 0 && count_not(priv.data(), n, 0x3c) == 0,
               "%s copy_after to host memory (the fallback): ordered after the stream", sz(n));
         upcxx::delete_array(hg);
@@ -582,7 +610,8 @@ static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b
 
 // =================================================================================================
 // F2: the user's own device allocator; a global pointer made before update().
-static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, [[maybe_unused]] unsigned char *a,
+                                              [[maybe_unused]] unsigned char *b) {
     int salt = 20;
 #if HAS_GPU_ALLOCATOR
     {
@@ -592,7 +621,8 @@ static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char 
         unsigned char *mine_local = own.local(mine);
         upcxx::dist_object<dptr> d(mine);
         const dptr peer_mine = d.fetch(next).wait();
-        const dptr ga = heap.to_global_ptr(a), ga_next = heap.to_global_ptr(a, next), gb_next = heap.to_global_ptr(b, next);
+        const dptr ga = heap.to_global_ptr(a), ga_next = heap.to_global_ptr(a, next),
+                   gb_next = heap.to_global_ptr(b, next);
 
         // heap (next PE's) -> mine (this rank's own device memory): fast.
         fill(a, n, me, ++salt);
@@ -601,7 +631,8 @@ static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char 
         barrier();
         auto c0 = heap.copies();
         bool ok = waited("F2.own_allocator", heap.copy(ga_next, mine, n), "next's heap -> my own allocator");
-        check("F2.own_allocator", ok && count_wrong(mine_local, n, next, salt) == 0, "next PE's heap -> this rank's make_gpu_allocator memory: bytes right");
+        check("F2.own_allocator", ok && count_wrong(mine_local, n, next, salt) == 0,
+              "next PE's heap -> this rank's make_gpu_allocator memory: bytes right");
         path_is("F2.own_allocator_path", c0, mapped ? 1 : 0, mapped ? 0 : 1, "heap -> own allocator");
         barrier();
         // mine -> heap (next PE's), as memory_kind::any: fast.
@@ -612,14 +643,16 @@ static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char 
         c0 = heap.copies();
         ok = waited("F2.own_allocator", heap.copy(aptr(mine), aptr(gb_next), n), "own allocator -> next's heap (any)");
         barrier();
-        check("F2.own_allocator", ok && count_wrong(b, n, prev, salt) == 0, "this rank's own allocator -> next PE's heap (memory_kind::any): bytes right");
+        check("F2.own_allocator", ok && count_wrong(b, n, prev, salt) == 0,
+              "this rank's own allocator -> next PE's heap (memory_kind::any): bytes right");
         path_is("F2.own_allocator_path", c0, mapped ? 1 : 0, mapped ? 0 : 1, "own allocator -> heap");
         // mine -> my own heap with completions.
         c0 = heap.copies();
         upcxx::future<> of, sf;
         std::tie(of, sf) = heap.copy(mine, ga, n, operation_cx::as_future() | source_cx::as_future());
         ok = waited("F2.own_allocator", upcxx::when_all(of, sf), "own allocator -> my heap");
-        check("F2.own_allocator", ok && count_wrong(a, n, me, salt) == 0, "own allocator -> my heap, op|src futures: bytes right");
+        check("F2.own_allocator", ok && count_wrong(a, n, me, salt) == 0,
+              "own allocator -> my heap, op|src futures: bytes right");
         path_is("F2.own_allocator_path", c0, forced ? 0 : 1, forced ? 1 : 0, "own allocator -> my own heap");
         barrier();
         // The next rank's own allocator: not this rank's private memory, the fallback.
@@ -630,7 +663,8 @@ static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char 
         c0 = heap.copies();
         ok = waited("F2.peer_allocator", heap.copy(ga, peer_mine, n), "my heap -> next rank's own allocator");
         barrier();
-        check("F2.peer_allocator", ok && count_wrong(mine_local, n, prev, salt) == 0, "my heap -> the next rank's own allocator: bytes right");
+        check("F2.peer_allocator", ok && count_wrong(mine_local, n, prev, salt) == 0,
+              "my heap -> the next rank's own allocator: bytes right");
         path_is("F2.peer_allocator_path", c0, 0, 1, "heap -> another rank's own allocator");
         barrier();
         own.deallocate(mine);
@@ -646,27 +680,31 @@ static void f2_own_allocator_and_old_pointers(nvshmem_heap &heap, unsigned char 
         unsigned char *x = static_cast<unsigned char *>(nvshmem_malloc(n));
         heap.update();
         const dptr old_next = heap.to_global_ptr(x, next);  // made before the growth
-        void *grow = nvshmem_malloc(size_t(1) << 30);         // a new chunk under CUDA VMM
+        void *grow = nvshmem_malloc(size_t(1) << 30);       // a new chunk under CUDA VMM
         unsigned char *y = static_cast<unsigned char *>(nvshmem_malloc(n));
         const std::size_t ext = heap.update();
-        check("F2.old_pointer", x && grow && y && heap.segments() <= 1, "update() after 1 GiB more: extent %zu, %zu segment(s)", ext,
-              heap.segments());
+        check("F2.old_pointer", x && grow && y && heap.segments() <= 1,
+              "update() after 1 GiB more: extent %zu, %zu segment(s)", ext, heap.segments());
         if (x && y) {
             fill(x, n, me, ++salt);
             cudaMemset(y, 0, n);
             cudaDeviceSynchronize();
             barrier();
             auto c0 = heap.copies();
-            bool ok = waited("F2.old_pointer", heap.copy(old_next, heap.to_global_ptr(y), n), "old pointer -> new memory");
-            check("F2.old_pointer", ok && count_wrong(y, n, next, salt) == 0, "a pointer made before update() -> memory mapped after: bytes right");
+            bool ok =
+                waited("F2.old_pointer", heap.copy(old_next, heap.to_global_ptr(y), n), "old pointer -> new memory");
+            check("F2.old_pointer", ok && count_wrong(y, n, next, salt) == 0,
+                  "a pointer made before update() -> memory mapped after: bytes right");
             fill(y, n, me, ++salt);
             barrier();
             ok = waited("F2.old_pointer", heap.copy(heap.to_global_ptr(y), old_next, n), "new memory -> old pointer");
             barrier();
-            check("F2.old_pointer", ok && count_wrong(x, n, prev, salt) == 0, "memory mapped after update() -> a pointer made before: bytes right");
+            check("F2.old_pointer", ok && count_wrong(x, n, prev, salt) == 0,
+                  "memory mapped after update() -> a pointer made before: bytes right");
             path_is("F2.old_pointer_path", c0, mapped ? 2 : 0, mapped ? 0 : 2, "old pointers");
             auto back = heap.from_global_ptr(old_next);
-            check("F2.old_pointer", back.first == x && back.second == next, "from_global_ptr of the old pointer: (x, next PE)");
+            check("F2.old_pointer", back.first == x && back.second == next,
+                  "from_global_ptr of the old pointer: (x, next PE)");
         }
         barrier();
         nvshmem_free(y);
@@ -684,7 +722,8 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
     int salt = 40;
     const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
     if (!mapped || forced) {
-        skip("F4", "the fast path is not taken here (NVSHMEM does not map the next PE, or UPCXX_EXTRA_NVSHMEM_COPY=upcxx)");
+        skip("F4",
+             "the fast path is not taken here (NVSHMEM does not map the next PE, or UPCXX_EXTRA_NVSHMEM_COPY=upcxx)");
         return;
     }
     for (std::size_t n : {small, big}) {
@@ -727,12 +766,12 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
 #endif
         bool ok = waited("F4.failed_copy", f, what);
         const long wrong_when_ready = peer_b ? count_wrong(peer_b, n, me, salt) : 0;
-        check("F4.failed_copy", ok && wrong_when_ready == 0, "%s: its future became ready with the bytes right (%ld wrong then)", what,
-              wrong_when_ready);
+        check("F4.failed_copy", ok && wrong_when_ready == 0,
+              "%s: its future became ready with the bytes right (%ld wrong then)", what, wrong_when_ready);
 #if UPCXX_THREADMODE
         other.join();
-        check("F4.concurrent", thread_errors == 0, "%s: 16 copies from another thread meanwhile: %d threw or timed out", what,
-              thread_errors.load());
+        check("F4.concurrent", thread_errors == 0, "%s: 16 copies from another thread meanwhile: %d threw or timed out",
+              what, thread_errors.load());
 #endif
         std::string msg;
         bool thrown = false;
@@ -741,10 +780,10 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
         } catch (const heap_error &e) {
             thrown = true;
             msg = e.what();
-            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, "%s: check_copies() throws CUDA_ERROR: %s",
-                  what, e.what());
-            check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda, "%s: its errc() is nvshmem_errc::cuda (%d)",
-                  what, static_cast<int>(e.errc()));
+            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                  "%s: check_copies() throws CUDA_ERROR: %s", what, e.what());
+            check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda,
+                  "%s: its errc() is nvshmem_errc::cuda (%d)", what, static_cast<int>(e.errc()));
         }
         if (!thrown) check("F4.check_copies", false, "%s: check_copies() did not throw", what);
         if (thrown)
@@ -762,8 +801,10 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
         try {
             // A region no other copy writes: [cap - small, cap) of my a and b.
             fill(a + cap - small, small, me, ++salt);
-            later_ok = wait_for(heap.copy(heap.to_global_ptr(a + cap - small), heap.to_global_ptr(b + cap - small), small), 30) &&
-                       count_wrong(b + cap - small, small, me, salt) == 0;
+            later_ok =
+                wait_for(heap.copy(heap.to_global_ptr(a + cap - small), heap.to_global_ptr(b + cap - small), small),
+                         30) &&
+                count_wrong(b + cap - small, small, me, salt) == 0;
             heap.check_copies();
         } catch (const std::exception &e) {
             later_ok = false;
@@ -778,9 +819,11 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
 // F6: 40 growths.
 static void f6_growth(nvshmem_heap &heap, unsigned char *a) {
     upcxx_extra_nvshmem_heap_info_t info;
-    const bool can_grow = upcxx_extra_nvshmem_heap_query(&info) == UPCXX_EXTRA_NVSHMEM_STATUS_OK && heap.extent() < info.size;
+    const bool can_grow =
+        upcxx_extra_nvshmem_heap_query(&info) == UPCXX_EXTRA_NVSHMEM_STATUS_OK && heap.extent() < info.size;
     const std::size_t chunk = can_grow ? 512 * MiB : 8 * MiB, n = MiB;
-    if (!can_grow) skip("F6.growth", "the whole heap is mapped (no CUDA VMM): 40 allocations of 8 MiB + update() instead");
+    if (!can_grow)
+        skip("F6.growth", "the whole heap is mapped (no CUDA VMM): 40 allocations of 8 MiB + update() instead");
     const std::size_t extent0 = heap.extent();
     std::vector<void *> chunks;
     std::size_t max_segments = heap.segments();
@@ -808,14 +851,18 @@ static void f6_growth(nvshmem_heap &heap, unsigned char *a) {
         barrier();
         wrong += count_wrong(p + chunk - n, n, prev, 600 + k);
     }
-    check("F6.segments", max_segments <= 1, "%zu growths: at most %zu UPC++ device segment(s) (<= 1)", chunks.size(), max_segments);
+    check("F6.segments", max_segments <= 1, "%zu growths: at most %zu UPC++ device segment(s) (<= 1)", chunks.size(),
+          max_segments);
     check("F6.newest_chunk", !threw && failed == 0 && wrong == 0 && chunks.size() == 40,
-          "copies into the last MiB of the newest allocation of the next PE after each update(): %ld wrong bytes, %ld timeouts", wrong,
-          failed);
+          "copies into the last MiB of the newest allocation of the next PE after each update(): %ld wrong bytes, %ld "
+          "timeouts",
+          wrong, failed);
     if (!chunks.empty()) {
-        const std::size_t end = static_cast<std::size_t>(static_cast<char *>(chunks.back()) + chunk - static_cast<char *>(heap.base()));
-        check("F6.extent", end <= heap.extent(), "extent %zu -> %zu bytes, covering the newest allocation (ends at offset %zu)%s",
-              extent0, heap.extent(), end, can_grow ? "" : " (no growth: the heap is mapped whole)");
+        const std::size_t end =
+            static_cast<std::size_t>(static_cast<char *>(chunks.back()) + chunk - static_cast<char *>(heap.base()));
+        check("F6.extent", end <= heap.extent(),
+              "extent %zu -> %zu bytes, covering the newest allocation (ends at offset %zu)%s", extent0, heap.extent(),
+              end, can_grow ? "" : " (no growth: the heap is mapped whole)");
     }
     barrier();
     for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) nvshmem_free(*it);
@@ -827,7 +874,8 @@ static void f3_other_device(unsigned char *a, unsigned char *b) {
     const int ndev = copy_test::visible_gpus();
     const int want = upcxx::reduce_all(ndev >= 2 ? 1 : 0, upcxx::op_fast_min).wait();
     if (!want) {
-        skip("F3.other_device", "needs 2 GPUs visible (the calling thread's current device set to the one that is not the heap's)");
+        skip("F3.other_device",
+             "needs 2 GPUs visible (the calling thread's current device set to the one that is not the heap's)");
         return;
     }
     const int other = (gpu + 1) % ndev;
@@ -855,11 +903,13 @@ static void f3_other_device(unsigned char *a, unsigned char *b) {
         }
         int now_dev = -1;
         cudaGetDevice(&now_dev);
-        check("F3.device_kept", now_dev == current, "round %d: the caller's current device is still %d (%d)", round, current, now_dev);
+        check("F3.device_kept", now_dev == current, "round %d: the caller's current device is still %d (%d)", round,
+              current, now_dev);
         cudaSetDevice(gpu);
         barrier();
         check("F3.other_device", ok && count_wrong(b, big, prev, salt) == 0,
-              "round %d, current device %d, heap's %d: 4 x 16 MiB copies in flight + 1 small, bytes right", round, current, gpu);
+              "round %d, current device %d, heap's %d: 4 x 16 MiB copies in flight + 1 small, bytes right", round,
+              current, gpu);
     }
     bool quiet = true;
     try {
@@ -903,9 +953,12 @@ static void f1_destroy_drains(unsigned char *a, unsigned char *b) {
         cudaMemcpy(h.data(), b + big, big, cudaMemcpyDeviceToHost);
         long w2 = 0;
         for (std::size_t i = 0; i < big; i++) w2 += h[i] != copy_test::pattern(0, big + i, salt);
-        check("F1.destroy_drains", w1 == 0, "rank 0's unwaited 64 MiB copy into this heap: %ld wrong bytes when destroy() returned", w1);
+        check("F1.destroy_drains", w1 == 0,
+              "rank 0's unwaited 64 MiB copy into this heap: %ld wrong bytes when destroy() returned", w1);
         check("F1.destroy_drains_copy_after", w2 == 0,
-              "rank 0's unwaited 64 MiB copy_after (behind a %d ms host function): %ld wrong bytes when destroy() returned", sleep_ms, w2);
+              "rank 0's unwaited 64 MiB copy_after (behind a %d ms host function): %ld wrong bytes when destroy() "
+              "returned",
+              sleep_ms, w2);
     }
     if (me == 0) {
         const bool ok = wait_for(f_plain, 10) && wait_for(f_after, 10);
@@ -936,7 +989,9 @@ int main() {
     me = upcxx::rank_me();
     nranks = upcxx::rank_n();
     if (nranks < 2) {
-        if (me == 0) std::printf("SKIPPED: copy_semantics_test needs 2 ranks or more (%d)\nRESULT copy_semantics_test SKIPPED\n", nranks);
+        if (me == 0)
+            std::printf("SKIPPED: copy_semantics_test needs 2 ranks or more (%d)\nRESULT copy_semantics_test SKIPPED\n",
+                        nranks);
         upcxx::finalize();
         return 77;
     }
@@ -956,7 +1011,8 @@ int main() {
     }
     mapped = nvshmem_ptr(b, next) != nullptr && nvshmem_ptr(a, next) != nullptr;
     if (me == 0)
-        std::printf("copy_semantics_test: %d ranks, GPU %d of %d visible, next PE %s, %s\n", nranks, gpu, copy_test::visible_gpus(),
+        std::printf("copy_semantics_test: %d ranks, GPU %d of %d visible, next PE %s, %s\n", nranks, gpu,
+                    copy_test::visible_gpus(),
                     mapped ? "mapped here (fast path)" : "NOT mapped here (every copy falls back)",
                     forced ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx" : "fast path allowed");
     {

@@ -71,14 +71,16 @@ using upcxx_copy_t = decltype(upcxx::copy(std::declval<A>()...));
 template <class... A>
 using heap_copy_t = decltype(std::declval<nvshmem_heap &>().copy(std::declval<A>()...));
 template <class... A>
-using heap_copy_after_t = decltype(std::declval<nvshmem_heap &>().copy_after(std::declval<cudaStream_t>(), std::declval<A>()...));
+using heap_copy_after_t =
+    decltype(std::declval<nvshmem_heap &>().copy_after(std::declval<cudaStream_t>(), std::declval<A>()...));
 
 template <class... A>
 struct verdict {
     static constexpr bool upcxx_takes = is_detected<upcxx_copy_t, A...>::value;
     static constexpr bool heap_takes = is_detected<heap_copy_t, A...>::value;
     static constexpr bool after_takes = is_detected<heap_copy_after_t, A...>::value;
-    static constexpr bool same_return = std::is_same<detected_t<upcxx_copy_t, A...>, detected_t<heap_copy_t, A...>>::value;
+    static constexpr bool same_return =
+        std::is_same<detected_t<upcxx_copy_t, A...>, detected_t<heap_copy_t, A...>>::value;
     static constexpr bool same_return_after =
         std::is_same<detected_t<upcxx_copy_t, A...>, detected_t<heap_copy_after_t, A...>>::value;
 };
@@ -88,10 +90,12 @@ struct verdict {
 template <class... A>
 constexpr bool accepted() {
     using v = verdict<A...>;
-    static_assert(v::upcxx_takes, "test table: upcxx::copy does not take this argument list (see the instantiation trace)");
+    static_assert(v::upcxx_takes,
+                  "test table: upcxx::copy does not take this argument list (see the instantiation trace)");
     static_assert(v::heap_takes, "nvshmem_heap::copy does not take an argument list upcxx::copy takes");
     static_assert(v::same_return, "nvshmem_heap::copy returns another type than upcxx::copy for this argument list");
-    static_assert(v::after_takes, "nvshmem_heap::copy_after(stream, ...) does not take an argument list upcxx::copy takes");
+    static_assert(v::after_takes,
+                  "nvshmem_heap::copy_after(stream, ...) does not take an argument list upcxx::copy takes");
     static_assert(v::same_return_after, "nvshmem_heap::copy_after returns another type than upcxx::copy");
     return true;
 }
@@ -131,9 +135,9 @@ using gp_a = global_ptr<T, memory_kind::any>;
 template <class T>
 using pointer_pairs = list<
     // global -> global: every kind, const and non-const source, rvalue / lvalue / const lvalue
-    std::pair<gp_h<T>, gp_h<T>>, std::pair<gp_h<T>, gp_d<T>>, std::pair<gp_h<T>, gp_a<T>>,   //
-    std::pair<gp_d<T>, gp_h<T>>, std::pair<gp_d<T>, gp_d<T>>, std::pair<gp_d<T>, gp_a<T>>,   //
-    std::pair<gp_a<T>, gp_h<T>>, std::pair<gp_a<T>, gp_d<T>>, std::pair<gp_a<T>, gp_a<T>>,   //
+    std::pair<gp_h<T>, gp_h<T>>, std::pair<gp_h<T>, gp_d<T>>, std::pair<gp_h<T>, gp_a<T>>,  //
+    std::pair<gp_d<T>, gp_h<T>>, std::pair<gp_d<T>, gp_d<T>>, std::pair<gp_d<T>, gp_a<T>>,  //
+    std::pair<gp_a<T>, gp_h<T>>, std::pair<gp_a<T>, gp_d<T>>, std::pair<gp_a<T>, gp_a<T>>,  //
     std::pair<gp_d<const T>, gp_d<T>>, std::pair<gp_a<const T>, gp_d<T>>, std::pair<gp_h<const T>, gp_a<T>>,
     std::pair<gp_d<T> &, gp_d<T> &>, std::pair<const gp_d<T> &, const gp_d<T> &>, std::pair<const gp_a<T> &, gp_h<T> &>,
     // raw private host memory -> global
@@ -183,16 +187,17 @@ using eager_promises = bar<op_eager_promise, src_defer_promise>;
 using defer_promises = bar<op_defer_promise, src_eager_promise>;
 #endif
 
-using completion_lists = list<op_future, op_promise, op_lpc, rem_rpc, rem_rpc_arg,  //
-                              op_src, src_op, op_src_rem, rem_op, prom_lpc, lpc_prom_rem, op_op, blocking_op, buffered_op_rem,
-                              src_future,  // accepted by the signature (UPC++ asserts at run time that op or remote is asked)
-                              op_src &, const op_src &, const op_future &, op_promise &, const rem_rpc &
+using completion_lists =
+    list<op_future, op_promise, op_lpc, rem_rpc, rem_rpc_arg,  //
+         op_src, src_op, op_src_rem, rem_op, prom_lpc, lpc_prom_rem, op_op, blocking_op, buffered_op_rem,
+         src_future,  // accepted by the signature (UPC++ asserts at run time that op or remote is asked)
+         op_src &, const op_src &, const op_future &, op_promise &, const rem_rpc &
 #if SIG_EAGER
-                              ,
-                              op_eager, op_defer, op_eager_promise, op_defer_promise, src_eager, src_defer, src_eager_promise,
-                              src_defer_promise, eager_defer, defer_eager_rem, eager_promises, defer_promises, const eager_defer &
+         ,
+         op_eager, op_defer, op_eager_promise, op_defer_promise, src_eager, src_defer, src_eager_promise,
+         src_defer_promise, eager_defer, defer_eager_rem, eager_promises, defer_promises, const eager_defer &
 #endif
-                              >;
+         >;
 
 // Every pair with every count type and no completions; every pair x every completion list.
 template <class P, class... C>
@@ -210,9 +215,12 @@ static_assert(all_pairs(pointer_pairs<int>{}, completion_lists{}), "");
 static_assert(all_pairs(pointer_pairs<pod>{}, list<op_src_rem, prom_lpc>{}), "");
 
 // The return types themselves (what users write against).
-static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t>, upcxx::future<>>::value, "default: future<>");
-static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t, op_promise>, void>::value, "as_promise only: void");
-static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t, op_src>, std::tuple<upcxx::future<>, upcxx::future<>>>::value,
+static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t>, upcxx::future<>>::value,
+              "default: future<>");
+static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t, op_promise>, void>::value,
+              "as_promise only: void");
+static_assert(std::is_same<heap_copy_t<gp_d<int>, gp_d<int>, std::size_t, op_src>,
+                           std::tuple<upcxx::future<>, upcxx::future<>>>::value,
               "op|src: a tuple of two futures");
 static_assert(std::is_same<heap_copy_t<int *, gp_d<int>, std::size_t, rem_rpc>, void>::value, "as_rpc only: void");
 
@@ -298,7 +306,8 @@ void every_completion(nvshmem_heap &heap, S src, D dst, std::size_t n) {
 #if SIG_REMOTE_CX_BODY
     heap.copy(src, dst, n, remote_cx::as_rpc(rpc_target));
     heap.copy(src, dst, n, remote_cx::as_rpc(rpc_target_int, 7));
-    std::tie(f, g) = heap.copy(src, dst, n, operation_cx::as_future() | source_cx::as_future() | remote_cx::as_rpc(rpc_target));
+    std::tie(f, g) =
+        heap.copy(src, dst, n, operation_cx::as_future() | source_cx::as_future() | remote_cx::as_rpc(rpc_target));
     heap.copy(src, dst, n, remote_cx::as_rpc(rpc_target) | operation_cx::as_promise(pr));
 #endif
 #if SIG_EAGER

@@ -30,6 +30,10 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "check.hpp"
+// Linked with NVSHMEM's device library (build-upcxx-program.sh: nvcc -rdc) and ended with NVSHMEM's own
+// nvshmem_finalize(): nvshmem_init() initialises NVSHMEM through that library.
+#include "upcxx_extra/nvshmem/device_library.hpp"
 
 namespace copy_test {
 
@@ -40,10 +44,7 @@ inline const char *&program() {
     static const char *p = "copy_test";
     return p;
 }
-inline int &failures() {
-    static int f = 0;
-    return f;
-}
+using uxn_check::failures;     // one failure count per process, shared with CHECK (check.hpp)
 inline bool &quiet_passes() {  // true: only failing checks print (loops of many checks)
     static bool q = false;
     return q;
@@ -145,14 +146,7 @@ inline int visible_gpus() {
 }
 
 /// NVSHMEM on upcxx::world(), by a unique id that UPC++ broadcasts. PE == world rank.
-inline void nvshmem_init_from_upcxx() {
-    nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
-    if (upcxx::rank_me() == 0) nvshmemx_get_uniqueid(&id);
-    id = upcxx::broadcast(id, 0).wait();
-    nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    nvshmemx_set_attr_uniqueid_args(upcxx::rank_me(), upcxx::rank_n(), &id, &attr);
-    nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr);
-}
+inline void nvshmem_init_from_upcxx() { upcxx::extra::nvshmem_init(); }
 
 /// The sum of every rank's failures, a final RESULT line on rank 0, and the exit status (0 or 1).
 /// Collective; UPC++ must still be initialised.

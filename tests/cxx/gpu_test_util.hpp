@@ -13,6 +13,9 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "check.hpp"
+
+using uxn_check::expect_error;
 // These programs link NVSHMEM's device library (tests/cxx/build-upcxx-program.sh: nvcc -rdc) and
 // end with NVSHMEM's own nvshmem_finalize(): nvshmem_init() initialises NVSHMEM through the device
 // library, which that nvshmem_finalize() matches.
@@ -20,31 +23,6 @@
 
 // NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
 using heap_error = upcxx::extra::nvshmem_error;
-
-static int failures = 0;
-static bool verbose = true;  // false: only failing checks print
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        bool ok_ = (cond);                                                               \
-        if (!ok_ || verbose) {                                                           \
-            std::printf("CHECK rank %d %s: ", upcxx::rank_me(), ok_ ? "PASS" : "FAIL");  \
-            std::printf(__VA_ARGS__);                                                    \
-            std::printf("\n");                                                           \
-            std::fflush(stdout);                                                         \
-        }                                                                                \
-        if (!ok_) failures++;                                                            \
-    } while (0)
-
-// f() must throw nvshmem_error with status `want` and a message containing `needle`.
-template <class F>
-static void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
-    try {
-        f();
-        CHECK(false, "%s: no exception", what);
-    } catch (const heap_error &e) {
-        CHECK(e.status() == want && std::strstr(e.what(), needle), "%s -> status %d: %s", what, (int)e.status(), e.what());
-    }
-}
 
 // NVSHMEM on upcxx::world() (after upcxx::init() and cudaSetDevice: the smp conduit forks the ranks
 // in upcxx::init()): upcxx::extra::nvshmem_init() on the device the caller made current.

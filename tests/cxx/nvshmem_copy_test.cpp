@@ -13,7 +13,8 @@
 //      that runs past the extent, a pointer outside the heap (falls back to upcxx::copy);
 //   5. COPYBENCH lines (not asserted): 8 B to 1 GiB, heap.copy put and get, upcxx::copy on the
 //      same objects, nvshmem_putmem + nvshmem_quiet, all in this run (scripts/plot-copy-bench.py).
-// Exits 77 (skipped) without a GPU per rank (1 rank: copies to itself, the machinery only).  upcxx-run -n 2 ./nvshmem_copy_test [max_bytes]
+// Exits 77 (skipped) without a GPU per rank (1 rank: copies to itself, the machinery only).  upcxx-run -n 2
+// ./nvshmem_copy_test [max_bytes]
 #include <cuda_runtime.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -34,8 +35,9 @@
 using upcxx::extra::nvshmem_heap;
 using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 
-
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct bufs {
     unsigned char *a, *b;  // symmetric, `cap` bytes each
@@ -47,7 +49,7 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     const char *path = fast ? "fast" : "fallback";
     const auto c0 = heap.copies();
     int salt = 10;
-    verbose = false;
+    uxn_check::verbose() = false;
     long cases = 0;
     for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(4096), size_t(1 << 20) + 3, size_t(64) << 20}) {
         for (size_t so : {size_t(0), size_t(1), size_t(3)}) {
@@ -62,9 +64,12 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
                 if (salt % 2)
                     heap.copy(heap.to_global_ptr(m.a + so), heap.to_global_ptr(m.b + dof, next), n).wait();
                 else
-                    heap.copy(heap.to_global_ptr(static_cast<const unsigned char *>(m.a + so)), heap.to_global_ptr(m.b + dof, next), n).wait();
+                    heap.copy(heap.to_global_ptr(static_cast<const unsigned char *>(m.a + so)),
+                              heap.to_global_ptr(m.b + dof, next), n)
+                        .wait();
                 upcxx::barrier();
-                CHECK(count_wrong(m.b + dof, n, prev, salt) == 0, "%s put %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
+                CHECK(count_wrong(m.b + dof, n, prev, salt) == 0, "%s put %zu bytes, src +%zu, dst +%zu", path, n, so,
+                      dof);
                 // get: next's a+so -> my b+dof
                 cudaMemset(m.b, 0, n + dof);
                 cudaDeviceSynchronize();
@@ -72,20 +77,25 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
                 if (salt % 2)
                     heap.copy(heap.to_global_ptr(m.a + so, next), heap.to_global_ptr(m.b + dof), n).wait();
                 else
-                    heap.copy(heap.to_global_ptr(static_cast<const unsigned char *>(m.a + so), next), heap.to_global_ptr(m.b + dof), n).wait();
-                CHECK(count_wrong(m.b + dof, n, next, salt) == 0, "%s get %zu bytes, src +%zu, dst +%zu", path, n, so, dof);
+                    heap.copy(heap.to_global_ptr(static_cast<const unsigned char *>(m.a + so), next),
+                              heap.to_global_ptr(m.b + dof), n)
+                        .wait();
+                CHECK(count_wrong(m.b + dof, n, next, salt) == 0, "%s get %zu bytes, src +%zu, dst +%zu", path, n, so,
+                      dof);
                 upcxx::barrier();
             }
         }
     }
-    verbose = true;
-    CHECK(failures == 0, "%s: %ld cases of size x offset x misalignment, put and get: 0 wrong bytes", path, cases);
+    uxn_check::verbose() = true;
+    CHECK(uxn_check::failures() == 0, "%s: %ld cases of size x offset x misalignment, put and get: 0 wrong bytes", path,
+          cases);
     const auto c1 = heap.copies();
     if (fast)
-        CHECK(c1.fast - c0.fast == size_t(2 * cases) && c1.fallback == c0.fallback, "fast path served all %ld copies", 2 * cases);
-    else
-        CHECK(c1.fallback - c0.fallback == size_t(2 * cases) && c1.fast == c0.fast, "the forced fallback served all %ld copies",
+        CHECK(c1.fast - c0.fast == size_t(2 * cases) && c1.fallback == c0.fallback, "fast path served all %ld copies",
               2 * cases);
+    else
+        CHECK(c1.fallback - c0.fallback == size_t(2 * cases) && c1.fast == c0.fast,
+              "the forced fallback served all %ld copies", 2 * cases);
 
     // Ordering with NVSHMEM.
     const size_t n = size_t(8) << 20;
@@ -96,7 +106,8 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     nvshmem_barrier_all();
     upcxx::barrier();
     heap.copy(heap.to_global_ptr(m.b, next), heap.to_global_ptr(m.a), n).wait();  // next's b = my pattern
-    CHECK(count_wrong(m.a, n, pe, 90) == 0, "%s: heap.copy after nvshmem_putmem + quiet + barrier reads the put bytes", path);
+    CHECK(count_wrong(m.a, n, pe, 90) == 0, "%s: heap.copy after nvshmem_putmem + quiet + barrier reads the put bytes",
+          path);
     fill(m.a, n, pe, 91);
     cudaDeviceSynchronize();
     upcxx::barrier();
@@ -104,7 +115,8 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     upcxx::barrier();
     nvshmem_getmem(m.a, m.b, n, next);  // next's b = mine, 91
     nvshmem_quiet();
-    CHECK(count_wrong(m.a, n, pe, 91) == 0, "%s: nvshmem_getmem after heap.copy + wait + barrier reads the copied bytes", path);
+    CHECK(count_wrong(m.a, n, pe, 91) == 0,
+          "%s: nvshmem_getmem after heap.copy + wait + barrier reads the copied bytes", path);
     upcxx::barrier();
 
     // 32 copies in flight.
@@ -122,7 +134,8 @@ static void correctness(nvshmem_heap &heap, const bufs &m, bool fast) {
     }
     all.wait();
     upcxx::barrier();
-    CHECK(then_ran && count_wrong(m.b, 32 * chunk, prev, 92) == 0, "%s: 32 copies in flight, when_all + then: 0 wrong bytes", path);
+    CHECK(then_ran && count_wrong(m.b, 32 * chunk, prev, 92) == 0,
+          "%s: 32 copies in flight, when_all + then: 0 wrong bytes", path);
     heap.check_copies();
 }
 
@@ -134,7 +147,8 @@ int main(int argc, char **argv) {
     // mapping is then exercised without NVLink.
     const bool shared_ok = std::getenv("UXN_ALLOW_SHARED_GPU") != nullptr;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || (ndev < n && !shared_ok)) {
-        if (me == 0) std::printf("SKIPPED: nvshmem_copy_test needs a GPU per rank (%d ranks, %d GPUs visible)\n", n, ndev);
+        if (me == 0)
+            std::printf("SKIPPED: nvshmem_copy_test needs a GPU per rank (%d ranks, %d GPUs visible)\n", n, ndev);
         upcxx::finalize();
         return 77;
     }
@@ -159,8 +173,10 @@ int main(int argc, char **argv) {
             // 4. Bad input (once; the checks run before any path is chosen).
             auto ga = heap.to_global_ptr(m.a);
             auto gb = heap.to_global_ptr(m.b, next);
-            expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "copy(null, dst)", [&] { heap.copy(dptr(nullptr), gb, 8); });
-            expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "copy(src, null)", [&] { heap.copy(ga, dptr(nullptr), 8); });
+            expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "copy(null, dst)",
+                         [&] { heap.copy(dptr(nullptr), gb, 8); });
+            expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "copy(src, null)",
+                         [&] { heap.copy(ga, dptr(nullptr), 8); });
             // 0 elements: completes (upcxx::copy's semantics: ready in progress on 2020.10, where
             // every notification is deferred), nothing copied.
             auto zero = heap.copy(ga, gb, 0);
@@ -210,9 +226,10 @@ int main(int argc, char **argv) {
                 unsigned char *peer_b = static_cast<unsigned char *>(nvshmem_ptr(m.b, next));
                 cudaStream_t raw_stream;
                 cudaStreamCreateWithFlags(&raw_stream, cudaStreamNonBlocking);
-                std::printf("COPYBENCH columns: bytes | heap.copy put us | heap.copy get us | upcxx::copy put us | "
-                            "nvshmem_putmem+quiet us | cudaMemcpyAsync+sync by hand us | GB/s: heap.copy put, get, "
-                            "upcxx::copy, nvshmem_putmem, by hand\n");
+                std::printf(
+                    "COPYBENCH columns: bytes | heap.copy put us | heap.copy get us | upcxx::copy put us | "
+                    "nvshmem_putmem+quiet us | cudaMemcpyAsync+sync by hand us | GB/s: heap.copy put, get, "
+                    "upcxx::copy, nvshmem_putmem, by hand\n");
                 for (size_t sz = 8; sz <= max_bytes; sz *= 8) {
                     const int reps = sz <= (size_t(1) << 16) ? 2000 : sz <= (size_t(16) << 20) ? 50 : 5;
                     const int ureps = sz <= (size_t(1) << 16) ? 500 : sz <= (size_t(16) << 20) ? 10 : 2;
@@ -231,19 +248,23 @@ int main(int argc, char **argv) {
                     if (sz <= (size_t(256) << 20))
                         up = timeit(ureps, [&] { upcxx::copy(ga, gb, sz).wait(); });
                     else
-                        std::printf("NOTE upcxx::copy of %zu bytes not timed: it would need a %zu-byte bounce buffer in "
-                                    "UPC++'s shared heap\n", sz, sz);
+                        std::printf(
+                            "NOTE upcxx::copy of %zu bytes not timed: it would need a %zu-byte bounce buffer in "
+                            "UPC++'s shared heap\n",
+                            sz, sz);
                     double nv = timeit(reps, [&] {
                         nvshmem_putmem(m.b, m.a, sz, next);
                         nvshmem_quiet();
                     });
-                    double hand = peer_b ? timeit(reps, [&] {
-                        cudaMemcpyAsync(peer_b, m.a, sz, cudaMemcpyDefault, raw_stream);
-                        cudaStreamSynchronize(raw_stream);
-                    }) : 0.0;
+                    double hand = peer_b ? timeit(reps,
+                                                  [&] {
+                                                      cudaMemcpyAsync(peer_b, m.a, sz, cudaMemcpyDefault, raw_stream);
+                                                      cudaStreamSynchronize(raw_stream);
+                                                  })
+                                         : 0.0;
                     auto gbs = [&](double us) { return us > 0 ? sz / us / 1e3 : 0.0; };  // 0: not measured
-                    std::printf("COPYBENCH %zu %.2f %.2f %.2f %.2f %.2f | %.2f %.2f %.2f %.2f %.2f\n", sz, put, get, up, nv, hand,
-                                gbs(put), gbs(get), gbs(up), gbs(nv), gbs(hand));
+                    std::printf("COPYBENCH %zu %.2f %.2f %.2f %.2f %.2f | %.2f %.2f %.2f %.2f %.2f\n", sz, put, get, up,
+                                nv, hand, gbs(put), gbs(get), gbs(up), gbs(nv), gbs(hand));
                     std::fflush(stdout);
                 }
                 cudaStreamDestroy(raw_stream);
@@ -256,8 +277,10 @@ int main(int argc, char **argv) {
     nvshmem_free(m.b);
     nvshmem_free(m.a);
     nvshmem_finalize();
-    int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT nvshmem_copy_test %s: %d failures (UPC++ %ld)\n", total ? "FAIL" : "PASS", total, (long)UPCXX_VERSION);
+    int total = upcxx::reduce_all(uxn_check::failures(), upcxx::op_fast_add).wait();
+    if (me == 0)
+        std::printf("RESULT nvshmem_copy_test %s: %d failures (UPC++ %ld)\n", total ? "FAIL" : "PASS", total,
+                    (long)UPCXX_VERSION);
     upcxx::finalize();
     return total ? 1 : 0;
 }

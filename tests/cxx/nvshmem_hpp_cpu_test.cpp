@@ -23,6 +23,7 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "check.hpp"
 
 // NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
 using heap_error = upcxx::extra::nvshmem_error;
@@ -33,17 +34,7 @@ static_assert(!std::is_copy_assignable<nvshmem_heap>::value, "nvshmem_heap must 
 static_assert(std::is_nothrow_move_constructible<nvshmem_heap>::value, "nvshmem_heap must be movable");
 static_assert(std::is_move_assignable<nvshmem_heap>::value, "nvshmem_heap must be move-assignable");
 
-static int failures = 0;
 static int me = 0;
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        bool ok_ = (cond);                                                 \
-        std::printf("CHECK rank %d %s: ", me, ok_ ? "PASS" : "FAIL");      \
-        std::printf(__VA_ARGS__);                                          \
-        std::printf("\n");                                                 \
-        std::fflush(stdout);                                               \
-        if (!ok_) failures++;                                              \
-    } while (0)
 
 // Constructs a heap on every rank; every rank must throw `want` (its message containing
 // `needle`), and every rank must see the same status.
@@ -94,13 +85,11 @@ int main() {
     // Before upcxx::init(): a clear error, no UPC++ call.
     try {
         nvshmem_heap h;
-        std::printf("CHECK rank - FAIL: constructed before upcxx::init()\n");
-        failures++;
+        CHECK(false, "constructed before upcxx::init()");
     } catch (const heap_error &e) {
-        bool ok = e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT && std::strstr(e.what(), "upcxx::init") &&
-                  e.errc() == upcxx::extra::nvshmem_errc::upcxx_not_initialized && e.failed_rank() == -1;
-        std::printf("CHECK rank - %s: before upcxx::init(): %s\n", ok ? "PASS" : "FAIL", e.what());
-        if (!ok) failures++;
+        CHECK(e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT && std::strstr(e.what(), "upcxx::init") &&
+                  e.errc() == upcxx::extra::nvshmem_errc::upcxx_not_initialized && e.failed_rank() == -1,
+              "before upcxx::init(): %s", e.what());
     }
 
     upcxx::init();
@@ -140,9 +129,12 @@ int main() {
     if (lib && *lib) {
         void *dl = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
         CHECK(dl != nullptr, "dlopen %s: %s", lib, dl ? "ok" : dlerror());
-        if (dl) expect_collective_failure("NVSHMEM loaded, not initialised", UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "");
+        if (dl)
+            expect_collective_failure("NVSHMEM loaded, not initialised", UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED,
+                                      "");
     } else if (me == 0) {
-        std::printf("SKIPPED case: NVSHMEM loaded but not initialised (UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB not set)\n");
+        std::printf(
+            "SKIPPED case: NVSHMEM loaded but not initialised (UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB not set)\n");
     }
 
     // Nothing is left behind: no heap, no table.
@@ -150,8 +142,9 @@ int main() {
     CHECK(upcxx_extra_nvshmem_to_global_ptr(host_heap.data(), 0, &g) != UPCXX_EXTRA_NVSHMEM_STATUS_OK,
           "no translation table after the failures");
 
-    int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT nvshmem_hpp_cpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
+    int total = upcxx::reduce_all(uxn_check::failures(), upcxx::op_fast_add).wait();
+    if (me == 0)
+        std::printf("RESULT nvshmem_hpp_cpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
     upcxx::finalize();
     return total ? 1 : 0;
 }

@@ -29,12 +29,13 @@
 
 using upcxx::extra::nvshmem_heap;
 
-
 template <class T>
 static inline void escape(T const &v) {
     asm volatile("" : : "g"(&v) : "memory");
 }
-static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+static double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 static double max_all(double v) { return upcxx::reduce_all(v, upcxx::op_fast_max).wait(); }
 
 // Median ns per call of f() over reps x iters calls.
@@ -49,7 +50,6 @@ static double time_ns(F f, long iters = 2000000, int reps = 5) {
     std::sort(r.begin(), r.end());
     return r[r.size() / 2];
 }
-
 
 int main() {
     // CUDA only after upcxx::init(): the smp conduit forks the ranks there, and a CUDA context
@@ -109,29 +109,31 @@ int main() {
         for (int i : {0, 1, 1023}) {
             auto gp = heap.to_global_ptr(x + i, p);
             auto back = heap.from_global_ptr(gp);
-            CHECK(back.first == x + i && back.second == p && gp.where() == p, "round trip x+%d on PE %d (rank %d)", i, p,
-                  gp.where());
+            CHECK(back.first == x + i && back.second == p && gp.where() == p, "round trip x+%d on PE %d (rank %d)", i,
+                  p, gp.where());
         }
     }
-    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "PE", "to_global_ptr(x, n_pes)", [&] { heap.to_global_ptr(x, npes); });
-    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "PE -1", "to_global_ptr(x, -1)", [&] { heap.to_global_ptr(x, -1); });
+    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "PE", "to_global_ptr(x, n_pes)",
+                 [&] { heap.to_global_ptr(x, npes); });
+    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE, "PE -1", "to_global_ptr(x, -1)",
+                 [&] { heap.to_global_ptr(x, -1); });
     double local = 0;
     expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP, "outside the symmetric heap", "to_global_ptr(stack address)",
                  [&] { heap.to_global_ptr(&local, 0); });
     expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "NULL", "to_global_ptr(nullptr)",
                  [&] { heap.to_global_ptr(static_cast<double *>(nullptr), 0); });
-    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "from_global_ptr(null)", [&] {
-        heap.from_global_ptr(upcxx::global_ptr<double, upcxx::memory_kind::cuda_device>(nullptr));
-    });
+    expect_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "null", "from_global_ptr(null)",
+                 [&] { heap.from_global_ptr(upcxx::global_ptr<double, upcxx::memory_kind::cuda_device>(nullptr)); });
 
     // BENCH: our translations against UPC++'s own, same process, same loop.
     {
         double to_ns = time_ns([&](long i) { escape(heap.to_global_ptr(x + (i & 1023), next)); });
         auto g = heap.to_global_ptr(x, next);
         double from_ns = time_ns([&](long i) { escape(heap.from_global_ptr(g + (i & 1023))); });
-        std::printf("BENCH rank %d construction %.3f ms (%d ranks) | device_allocator::to_global_ptr %.2f ns | "
-                    "nvshmem_heap::to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) [medians of 5 x 2000000]\n",
-                    me, build_s * 1e3, n, own_ns, to_ns, to_ns / own_ns, from_ns, from_ns / own_ns);
+        std::printf(
+            "BENCH rank %d construction %.3f ms (%d ranks) | device_allocator::to_global_ptr %.2f ns | "
+            "nvshmem_heap::to_global_ptr %.2f ns (%.2fx) | from_global_ptr %.2f ns (%.2fx) [medians of 5 x 2000000]\n",
+            me, build_s * 1e3, n, own_ns, to_ns, to_ns / own_ns, from_ns, from_ns / own_ns);
     }
 
     // 2. Growth.
@@ -151,10 +153,12 @@ int main() {
         t0 = now();
         const size_t e1 = heap.update();
         double update_s = max_all(now() - t0);
-        std::printf("NOTE rank %d: VMM %s, extent %zu -> %zu bytes after a 3 GiB nvshmem_malloc at heap offset %zu; "
-                    "update() %.3f ms; %zu UPC++ segment(s)\n",
-                    me, vmm ? "on" : "off", e0, e1, big_off, update_s * 1e3, heap.segments());
-        CHECK(heap.segments() == 1, "update() made no new UPC++ segment (reference memory kinds): %zu", heap.segments());
+        std::printf(
+            "NOTE rank %d: VMM %s, extent %zu -> %zu bytes after a 3 GiB nvshmem_malloc at heap offset %zu; "
+            "update() %.3f ms; %zu UPC++ segment(s)\n",
+            me, vmm ? "on" : "off", e0, e1, big_off, update_s * 1e3, heap.segments());
+        CHECK(heap.segments() == 1, "update() made no new UPC++ segment (reference memory kinds): %zu",
+              heap.segments());
         if (vmm)
             CHECK(e1 > e0 && e1 >= big_off + big_n, "VMM on: update() covers the new memory (%zu -> %zu)", e0, e1);
         else
@@ -168,21 +172,24 @@ int main() {
         const size_t win = size_t(2) << 20;
         size_t w_off = (e0 > big_off + win / 2 && e0 + win / 2 <= big_off + big_n) ? e0 - win / 2 - big_off : 0;
         unsigned char *w = big + w_off;
-        std::printf("NOTE rank %d: window at heap offset %zu..%zu %s the extent covered before (%zu)\n", me, big_off + w_off,
-                    big_off + w_off + win, big_off + w_off < e0 && big_off + w_off + win > e0 ? "straddles" : "does not straddle", e0);
+        std::printf("NOTE rank %d: window at heap offset %zu..%zu %s the extent covered before (%zu)\n", me,
+                    big_off + w_off, big_off + w_off + win,
+                    big_off + w_off < e0 && big_off + w_off + win > e0 ? "straddles" : "does not straddle", e0);
         fill(w, win, pe, 1);
         cudaDeviceSynchronize();
         nvshmem_barrier_all();
         upcxx::barrier();
         // get: the next PE's window into my `small`, one upcxx::copy
         upcxx::copy(heap.to_global_ptr(w, next), heap.to_global_ptr(small), win).wait();
-        CHECK(count_wrong(small, win, next, 1) == 0, "upcxx::copy get of the next PE's straddling window: 0 wrong bytes");
+        CHECK(count_wrong(small, win, next, 1) == 0,
+              "upcxx::copy get of the next PE's straddling window: 0 wrong bytes");
         // put: my `small` (salt 2) into the next PE's window, one upcxx::copy; NVSHMEM reads it back
         fill(small, win, pe, 2);
         cudaDeviceSynchronize();
         upcxx::copy(heap.to_global_ptr(small), heap.to_global_ptr(w, next), win).wait();
         upcxx::barrier();
-        CHECK(count_wrong(w, win, prev, 2) == 0, "upcxx::copy put into my straddling window by the previous PE: 0 wrong bytes");
+        CHECK(count_wrong(w, win, prev, 2) == 0,
+              "upcxx::copy put into my straddling window by the previous PE: 0 wrong bytes");
         nvshmem_getmem(small, w, win, next);
         nvshmem_quiet();
         CHECK(count_wrong(small, win, pe, 2) == 0, "nvshmem_getmem of the next PE's window sees what UPC++ put there");
@@ -195,7 +202,8 @@ int main() {
         cudaMemset(small, 0, win);
         cudaDeviceSynchronize();
         upcxx::copy(heap.to_global_ptr(w, next), heap.to_global_ptr(small), win).wait();
-        CHECK(count_wrong(small, win, pe, 3) == 0, "upcxx::copy reads back what nvshmem_putmem wrote to the next PE: 0 wrong");
+        CHECK(count_wrong(small, win, pe, 3) == 0,
+              "upcxx::copy reads back what nvshmem_putmem wrote to the next PE: 0 wrong");
         upcxx::barrier();
         // The global pointer made before growth: still copies, still round-trips.
         auto ob = heap.from_global_ptr(old_gp);
@@ -205,7 +213,8 @@ int main() {
         upcxx::barrier();
         upcxx::copy(heap.to_global_ptr(w, next), old_gp, 4096).wait();  // next's window -> next's small
         upcxx::barrier();
-        CHECK(count_wrong(small, 4096, pe, 4) == 0, "a copy through a global pointer made before update() (by the previous PE, from my window): 0 wrong");
+        CHECK(count_wrong(small, 4096, pe, 4) == 0,
+              "a copy through a global pointer made before update() (by the previous PE, from my window): 0 wrong");
         upcxx::barrier();
     }
 
@@ -233,7 +242,8 @@ int main() {
         again_msg = e.what();
     }
 #if UPCXX_VERSION >= 20220300L
-    CHECK(again_ok, "a heap after a forgotten one (UPC++ >= 2022.3: several allocators per GPU): %s", again_msg.c_str());
+    CHECK(again_ok, "a heap after a forgotten one (UPC++ >= 2022.3: several allocators per GPU): %s",
+          again_msg.c_str());
 #else
     CHECK(!again_ok && again_msg.find("one per GPU") != std::string::npos,
           "a heap after a forgotten one (UPC++ 2020.10: its cuda_device is still held) is refused on every rank: %s",
@@ -244,9 +254,10 @@ int main() {
     nvshmem_free(small);
     nvshmem_free(x);
     nvshmem_finalize();
-    int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT nvshmem_hpp_test %s: %d failures (UPC++ %ld, VMM %s)\n", total ? "FAIL" : "PASS", total,
-                             (long)UPCXX_VERSION, vmm ? "on" : "off");
+    int total = upcxx::reduce_all(uxn_check::failures(), upcxx::op_fast_add).wait();
+    if (me == 0)
+        std::printf("RESULT nvshmem_hpp_test %s: %d failures (UPC++ %ld, VMM %s)\n", total ? "FAIL" : "PASS", total,
+                    (long)UPCXX_VERSION, vmm ? "on" : "off");
     upcxx::finalize();
     return total ? 1 : 0;
 }

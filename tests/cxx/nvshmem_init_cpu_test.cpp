@@ -25,24 +25,12 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "check.hpp"
 
 using nvshmem_error = upcxx::extra::nvshmem_error;
 using upcxx::extra::nvshmem_errc;
 
-static int failures = 0;
 static int me = -1;
-#define CHECK(cond, ...)                                                                                 \
-    do {                                                                                                 \
-        bool ok_ = (cond);                                                                               \
-        if (me < 0)                                                                                      \
-            std::printf("CHECK rank - %s: ", ok_ ? "PASS" : "FAIL");                                     \
-        else                                                                                             \
-            std::printf("CHECK rank %d %s: ", me, ok_ ? "PASS" : "FAIL");                                \
-        std::printf(__VA_ARGS__);                                                                        \
-        std::printf("\n");                                                                               \
-        std::fflush(stdout);                                                                             \
-        if (!ok_) failures++;                                                                            \
-    } while (0)
 
 // f() must throw on every rank: status `status`, errc `errc`, failed_rank() `rank`, a message that
 // contains `cause`; and every rank must see the same status, errc and failing rank.
@@ -115,8 +103,7 @@ int main() {
 
     const char *lib = std::getenv("UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB");
     if (!lib || !*lib) {
-        if (me == 0)
-            std::printf("SKIPPED cases with NVSHMEM loaded (UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB not set)\n");
+        if (me == 0) std::printf("SKIPPED cases with NVSHMEM loaded (UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB not set)\n");
     } else {
         // NVSHMEM on every rank but the last.
         if (n > 1) {
@@ -129,14 +116,16 @@ int main() {
 
         // A bad option on the last rank only.
         expect_together("device -2 on the last rank", UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                        nvshmem_errc::nvshmem_init_failed, last, "rank " + std::to_string(last) + " passed device -2", [&] {
+                        nvshmem_errc::nvshmem_init_failed, last, "rank " + std::to_string(last) + " passed device -2",
+                        [&] {
                             upcxx::extra::nvshmem_init_options o;
                             if (me == last) o.device = -2;
                             upcxx::extra::nvshmem_init(o);
                         });
         if (n > 1)
             expect_together("heap size differs on the last rank", UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                            nvshmem_errc::nvshmem_init_failed, last, "the heap size must be the same on every rank", [&] {
+                            nvshmem_errc::nvshmem_init_failed, last, "the heap size must be the same on every rank",
+                            [&] {
                                 upcxx::extra::nvshmem_init_options o;
                                 if (me == last) o.heap_size = std::size_t(1) << 30;
                                 upcxx::extra::nvshmem_init(o);
@@ -171,8 +160,9 @@ int main() {
         }
     }
 
-    const int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT nvshmem_init_cpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
+    const int total = upcxx::reduce_all(uxn_check::failures(), upcxx::op_fast_add).wait();
+    if (me == 0)
+        std::printf("RESULT nvshmem_init_cpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
     upcxx::finalize();
     return total ? 1 : 0;
 }

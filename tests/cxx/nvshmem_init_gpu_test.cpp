@@ -24,22 +24,12 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "check.hpp"
 
 // NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
 using init_error = upcxx::extra::nvshmem_error;
 using upcxx::extra::nvshmem_errc;
 using upcxx::extra::nvshmem_heap;
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        bool ok_ = (cond);                                                               \
-        std::printf("CHECK rank %d %s: ", upcxx::rank_me(), ok_ ? "PASS" : "FAIL");      \
-        std::printf(__VA_ARGS__);                                                        \
-        std::printf("\n");                                                               \
-        std::fflush(stdout);                                                             \
-        if (!ok_) failures++;                                                            \
-    } while (0)
 
 // Fills my `a` with my PE, copies it into the next PE's `b` with heap.copy, checks my `b` holds
 // the previous PE's.
@@ -120,7 +110,8 @@ int main() {
             const int lo = upcxx::reduce_all(errc * 1000 + rank, upcxx::op_fast_min).wait();
             const int hi = upcxx::reduce_all(errc * 1000 + rank, upcxx::op_fast_max).wait();
             CHECK(lo == hi, "nvshmem_finalize with the heap active: the same error on every rank");
-            CHECK(nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED, "NVSHMEM still initialised after the refusal");
+            CHECK(nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED,
+                  "NVSHMEM still initialised after the refusal");
             copy_round(heap, a, b, bytes, "after the refusal");
             heap.destroy();
         }
@@ -130,8 +121,8 @@ int main() {
         // 4. The documented order: heap.destroy(), nvshmem_finalize(), upcxx::finalize().
         try {
             upcxx::extra::nvshmem_finalize();
-            CHECK(nvshmemx_init_status() == NVSHMEM_STATUS_NOT_INITIALIZED, "nvshmem_finalize: NVSHMEM finalised (status %d)",
-                  nvshmemx_init_status());
+            CHECK(nvshmemx_init_status() == NVSHMEM_STATUS_NOT_INITIALIZED,
+                  "nvshmem_finalize: NVSHMEM finalised (status %d)", nvshmemx_init_status());
             upcxx::extra::nvshmem_finalize();
             CHECK(true, "a second nvshmem_finalize: harmless");
         } catch (const init_error &e) {
@@ -172,8 +163,9 @@ int main() {
         }
     }
 
-    const int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT nvshmem_init_gpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
+    const int total = upcxx::reduce_all(uxn_check::failures(), upcxx::op_fast_add).wait();
+    if (me == 0)
+        std::printf("RESULT nvshmem_init_gpu_test %s: %d failures on %d ranks\n", total ? "FAIL" : "PASS", total, n);
     upcxx::finalize();
     return total ? 1 : 0;
 }

@@ -31,10 +31,12 @@
 
 // CUDA support: UPCXX_KIND_CUDA (2021.3.0 onwards, the documented feature macro) or
 // UPCXX_CUDA_ENABLED (2020.10 and older). A UPC++ without either was built without CUDA.
-#if !((defined(UPCXX_KIND_CUDA) && (UPCXX_KIND_CUDA + 0) > 0) || (defined(UPCXX_CUDA_ENABLED) && (UPCXX_CUDA_ENABLED + 0)))
-#pragma message("upcxx_extra/nvshmem.hpp: found UPC++ UPCXX_VERSION " UPCXX_EXTRA_NVSHMEM_STR_(UPCXX_VERSION) \
-                " with neither UPCXX_KIND_CUDA nor UPCXX_CUDA_ENABLED")
-#error "upcxx_extra/nvshmem.hpp needs a UPC++ built with CUDA support (configure --enable-cuda); this UPC++ (UPCXX_VERSION above) has none"
+#if !((defined(UPCXX_KIND_CUDA) && (UPCXX_KIND_CUDA + 0) > 0) || \
+      (defined(UPCXX_CUDA_ENABLED) && (UPCXX_CUDA_ENABLED + 0)))
+#pragma message("upcxx_extra/nvshmem.hpp: found UPC++ UPCXX_VERSION " UPCXX_EXTRA_NVSHMEM_STR_( \
+    UPCXX_VERSION) " with neither UPCXX_KIND_CUDA nor UPCXX_CUDA_ENABLED")
+#error \
+    "upcxx_extra/nvshmem.hpp needs a UPC++ built with CUDA support (configure --enable-cuda); this UPC++ (UPCXX_VERSION above) has none"
 #endif
 
 namespace upcxx {
@@ -115,12 +117,14 @@ struct upcxx_backend {
         }
         /// The value copy() returns; `done`: the operation completed before it (as rget does).
         static returner_t returner(here_t &here, bool done) {
-            return returner_t(here, done ? upcxx::detail::cx_event_done::operation : upcxx::detail::cx_event_done::none);
+            return returner_t(here,
+                              done ? upcxx::detail::cx_event_done::operation : upcxx::detail::cx_event_done::none);
         }
         /// remote_cx::as_rpc, sent as upcxx::copy sends it: an AM run on the target's master
         /// persona at user level.
         static void send_remote(int rank, remote_t &&bound) {
-            if constexpr (want_remote) upcxx::backend::send_am_master<upcxx::progress_level::user>(rank, std::move(bound));
+            if constexpr (want_remote)
+                upcxx::backend::send_am_master<upcxx::progress_level::user>(rank, std::move(bound));
         }
     };
     /// upcxx::copy's default completion (an operation future).
@@ -172,19 +176,22 @@ struct upcxx_backend {
 
     template <class T, upcxx::memory_kind K>
     static gptr_view view(const upcxx::global_ptr<T, K> &p) {
-        return gptr_view{p.rank_, const_cast<void *>(static_cast<const void *>(p.raw_ptr_)), static_cast<long>(p.device_),
+        return gptr_view{p.rank_, const_cast<void *>(static_cast<const void *>(p.raw_ptr_)),
+                         static_cast<long>(p.device_),
                          p.device_ == -1 ? upcxx::memory_kind::host : upcxx::memory_kind::cuda_device};
     }
 
     template <class Cxs>
     struct cx {
         using decayed = typename std::decay<Cxs>::type;
-        using here_t = upcxx::detail::completions_state<upcxx::detail::event_is_here, upcxx::detail::rput_event_values, decayed>;
-        using returner_t =
-            upcxx::detail::completions_returner<upcxx::detail::event_is_here, upcxx::detail::rput_event_values, decayed>;
+        using here_t =
+            upcxx::detail::completions_state<upcxx::detail::event_is_here, upcxx::detail::rput_event_values, decayed>;
+        using returner_t = upcxx::detail::completions_returner<upcxx::detail::event_is_here,
+                                                               upcxx::detail::rput_event_values, decayed>;
         using remote_t = int;  // unused: 2020.10's upcxx::copy has no remote completion
         // A remote completion goes to upcxx::copy, as the release defines it.
-        static constexpr bool want_remote = upcxx::detail::completions_has_event<decayed, upcxx::remote_cx_event>::value;
+        static constexpr bool want_remote =
+            upcxx::detail::completions_has_event<decayed, upcxx::remote_cx_event>::value;
         static remote_t bind_remote(Cxs &&) { return 0; }
         template <class T>
         static void assert_sane() {}

@@ -29,7 +29,8 @@ namespace detail {
 // library's state with it.
 inline int device_library_init(int rank, int n_ranks, const void *uniqueid) {
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
-    int status = nvshmemx_set_attr_uniqueid_args(rank, n_ranks, static_cast<const nvshmemx_uniqueid_t *>(uniqueid), &attr);
+    int status =
+        nvshmemx_set_attr_uniqueid_args(rank, n_ranks, static_cast<const nvshmemx_uniqueid_t *>(uniqueid), &attr);
     if (status != 0) return status;
     int provided = 0;
     nvshmemi_version_t version = {NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION,

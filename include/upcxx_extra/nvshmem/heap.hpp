@@ -83,10 +83,11 @@ public:
         detail::outcome out = detail::attempt([&] {
             mine = local_entry(what);
             if (detail::active_heaps() > 0)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    "nvshmem_heap: another nvshmem_heap is active in this process; use it, or destroy() "
-                                    "it first",
-                                    nvshmem_errc::heap_exists);
+                throw nvshmem_error(
+                    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                    "nvshmem_heap: another nvshmem_heap is active in this process; use it, or destroy() "
+                    "it first",
+                    nvshmem_errc::heap_exists);
             std::string busy = backend::device_unavailable(mine.device);
             if (!busy.empty())
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, "nvshmem_heap: " + busy,
@@ -261,8 +262,8 @@ private:
     // ---- copy ----------------------------------------------------------------------------------
 
     template <class S, class D>
-    auto dispatch(cudaStream_t after, S &&src, D &&dst, std::size_t n)
-        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
+    auto dispatch(cudaStream_t after, S &&src, D &&dst,
+                  std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
         return dispatch(after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
     }
 
@@ -274,9 +275,9 @@ private:
         using cx = typename backend::template cx<Cxs>;
         if (!active_) throw inactive("nvshmem_heap::copy");
         if (!src || !dst)
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
-                                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") +
-                                    " is a null pointer");
+            throw nvshmem_error(
+                UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
+                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") + " is a null pointer");
         void *from = nullptr, *to = nullptr;
         std::size_t bytes = 0;
         int rank_s = -1, rank_d = -1;
@@ -332,7 +333,8 @@ private:
     struct notifier {
         using cx = typename backend::template cx<Cxs>;
         notifier(int target, Cxs &&cxs)
-            : rank_d(target), here(std::make_unique<typename cx::here_t>(std::forward<Cxs>(cxs))),
+            : rank_d(target),
+              here(std::make_unique<typename cx::here_t>(std::forward<Cxs>(cxs))),
               remote(cx::bind_remote(std::forward<Cxs>(cxs))) {}
         int rank_d;
         std::unique_ptr<typename cx::here_t> here;
@@ -381,8 +383,7 @@ private:
     // not mapped here), this rank's own device memory (its address), or neither (nullptr).
     // Returns whether it is heap memory.
     template <class T, upcxx::memory_kind K>
-    bool reach(const upcxx::global_ptr<T, K> &p, std::size_t bytes, const char *which, void *&local,
-               int &rank) const {
+    bool reach(const upcxx::global_ptr<T, K> &p, std::size_t bytes, const char *which, void *&local, int &rank) const {
         const detail::gptr_view v = backend::view(p);
         rank = v.rank;
         local = nullptr;
@@ -404,10 +405,10 @@ private:
         detail::device_scope on(info_.device);
         cudaError_t e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess)
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                                std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") +
-                                    cudaGetErrorString(e),
-                                nvshmem_errc::cuda);
+            throw nvshmem_error(
+                UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") + cudaGetErrorString(e),
+                nvshmem_errc::cuda);
     }
 
     // ---- which memory is this heap's -----------------------------------------------------------
@@ -417,9 +418,9 @@ private:
     bool owns(const detail::gptr_view &v, const char *fn) const {
         if (v.rank < 0 || v.rank >= static_cast<int>(n_ranks())) {
             if (!fn) return false;
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK, std::string(fn) + ": rank " + std::to_string(v.rank) +
-                                                                         " is not a rank of this heap (" +
-                                                                         std::to_string(n_ranks()) + " ranks)");
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK,
+                                std::string(fn) + ": rank " + std::to_string(v.rank) + " is not a rank of this heap (" +
+                                    std::to_string(n_ranks()) + " ranks)");
         }
         if (v.kind != upcxx::memory_kind::cuda_device) return false;
         for (const std::vector<device_gptr> &b : bases_)
@@ -443,8 +444,12 @@ private:
                                 std::string(what) + ": the mapped extent (" + std::to_string(h.mapped_size) +
                                     " bytes) or the CUDA device (" + std::to_string(h.device) + ") of the heap of PE " +
                                     std::to_string(h.my_pe) + " is unknown");
-        return detail::rank_entry{UPCXX_EXTRA_NVSHMEM_STATUS_OK,        h.my_pe,       h.n_pes, h.device,
-                                  reinterpret_cast<std::uintptr_t>(h.base), h.mapped_size};
+        return detail::rank_entry{UPCXX_EXTRA_NVSHMEM_STATUS_OK,
+                                  h.my_pe,
+                                  h.n_pes,
+                                  h.device,
+                                  reinterpret_cast<std::uintptr_t>(h.base),
+                                  h.mapped_size};
     }
 
     static int first_failed(const std::vector<detail::rank_entry> &all) {
@@ -455,7 +460,7 @@ private:
 
     // Every rank runs this on the same data, so every rank throws the same error, or none does.
     static std::vector<upcxx_extra_nvshmem_peer_t> validate(const std::vector<detail::rank_entry> &all,
-                                                           const char *what) {
+                                                            const char *what) {
         const int n = static_cast<int>(all.size());
         std::vector<upcxx_extra_nvshmem_peer_t> peers(all.size(), upcxx_extra_nvshmem_peer_t{-1, nullptr});
         for (int r = 0; r < n; r++) {
@@ -491,8 +496,9 @@ private:
         if (segments_.empty() || backend::segment_per_growth) {
             if (segments_.size() >= max_segments)  // the same decision on every rank
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string(what) + ": growing to " + std::to_string(mapped) + " bytes needs UPC++ " +
-                                        "device segment " + std::to_string(segments_.size() + 1) + ", over the limit of " +
+                                    std::string(what) + ": growing to " + std::to_string(mapped) +
+                                        " bytes needs UPC++ " + "device segment " +
+                                        std::to_string(segments_.size() + 1) + ", over the limit of " +
                                         std::to_string(max_segments) +
                                         " (native memory kinds: call update() after a batch of nvshmem_malloc "
                                         "calls, or set NVSHMEM_SYMMETRIC_SIZE)",

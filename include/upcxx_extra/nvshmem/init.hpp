@@ -92,8 +92,8 @@ static_assert(sizeof(nvshmem_uniqueid_args_v1) == 24, "nvshmemx_uniqueid_args_v1
 static_assert(sizeof(nvshmem_init_args_v1) == 128, "nvshmemx_init_args_v1 is 128 bytes");
 static_assert(sizeof(nvshmem_init_attr_v1) == 144, "nvshmemx_init_attr_v1 is 144 bytes");
 constexpr unsigned nvshmem_init_with_uniqueid = 1u << 3;  // NVSHMEMX_INIT_WITH_UNIQUEID
-constexpr int nvshmem_status_is_bootstrapped = 1;        // NVSHMEM_STATUS_IS_BOOTSTRAPPED
-constexpr int nvshmem_status_is_initialized = 2;         // NVSHMEM_STATUS_IS_INITIALIZED
+constexpr int nvshmem_status_is_bootstrapped = 1;         // NVSHMEM_STATUS_IS_BOOTSTRAPPED
+constexpr int nvshmem_status_is_initialized = 2;          // NVSHMEM_STATUS_IS_INITIALIZED
 
 inline nvshmem_uniqueid_v1 nvshmem_uniqueid_initializer() {
     nvshmem_uniqueid_v1 id;
@@ -160,14 +160,22 @@ inline outcome find_nvshmem_host(nvshmem_host_api &api) {
                                "or name its directory in LD_LIBRARY_PATH or NVSHMEM_HOME"};
     }
     const char *missing = nullptr;
-    if (!nvshmem_symbol(h, "nvshmemx_hostlib_init_attr", api.hostlib_init_attr)) missing = "nvshmemx_hostlib_init_attr";
-    else if (!nvshmem_symbol(h, "nvshmemx_hostlib_finalize", api.hostlib_finalize)) missing = "nvshmemx_hostlib_finalize";
-    else if (!nvshmem_symbol(h, "nvshmemx_init_status", api.init_status)) missing = "nvshmemx_init_status";
-    else if (!nvshmem_symbol(h, "nvshmemx_get_uniqueid", api.get_uniqueid)) missing = "nvshmemx_get_uniqueid";
-    else if (!nvshmem_symbol(h, "nvshmemx_set_attr_uniqueid_args", api.set_attr_uniqueid_args)) missing = "nvshmemx_set_attr_uniqueid_args";
-    else if (!nvshmem_symbol(h, "nvshmem_my_pe", api.my_pe)) missing = "nvshmem_my_pe";
-    else if (!nvshmem_symbol(h, "nvshmem_n_pes", api.n_pes)) missing = "nvshmem_n_pes";
-    else if (!nvshmem_symbol(h, "nvshmemx_vendor_get_version_info", api.vendor_version)) missing = "nvshmemx_vendor_get_version_info";
+    if (!nvshmem_symbol(h, "nvshmemx_hostlib_init_attr", api.hostlib_init_attr))
+        missing = "nvshmemx_hostlib_init_attr";
+    else if (!nvshmem_symbol(h, "nvshmemx_hostlib_finalize", api.hostlib_finalize))
+        missing = "nvshmemx_hostlib_finalize";
+    else if (!nvshmem_symbol(h, "nvshmemx_init_status", api.init_status))
+        missing = "nvshmemx_init_status";
+    else if (!nvshmem_symbol(h, "nvshmemx_get_uniqueid", api.get_uniqueid))
+        missing = "nvshmemx_get_uniqueid";
+    else if (!nvshmem_symbol(h, "nvshmemx_set_attr_uniqueid_args", api.set_attr_uniqueid_args))
+        missing = "nvshmemx_set_attr_uniqueid_args";
+    else if (!nvshmem_symbol(h, "nvshmem_my_pe", api.my_pe))
+        missing = "nvshmem_my_pe";
+    else if (!nvshmem_symbol(h, "nvshmem_n_pes", api.n_pes))
+        missing = "nvshmem_n_pes";
+    else if (!nvshmem_symbol(h, "nvshmemx_vendor_get_version_info", api.vendor_version))
+        missing = "nvshmemx_vendor_get_version_info";
     Dl_info info;
     std::memset(&info, 0, sizeof info);
     if (api.hostlib_init_attr && dladdr(reinterpret_cast<void *>(api.hostlib_init_attr), &info) && info.dli_fname)
@@ -175,9 +183,9 @@ inline outcome find_nvshmem_host(nvshmem_host_api &api) {
     else
         api.library = "libnvshmem_host.so.3";
     if (missing)
-        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
-                       "nvshmem_init: " + api.library + " (rank " + me + ") has no " + missing +
-                           ": NVSHMEM 3.x is needed"};
+        return outcome{
+            UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
+            "nvshmem_init: " + api.library + " (rank " + me + ") has no " + missing + ": NVSHMEM 3.x is needed"};
     api.vendor_version(&api.major, &api.minor, &api.patch);
     if (api.major != 3)
         return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
@@ -192,9 +200,9 @@ inline outcome find_nvshmem_host(nvshmem_host_api &api) {
 inline outcome select_device(int requested, int &chosen, std::string &how) {
     const std::string me = std::to_string(upcxx::rank_me());
     auto cuda_failure = [&](const std::string &what, cudaError_t e) {
-        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
-                       "nvshmem_init: rank " + me + " " + what + ": " + cudaGetErrorName(e) + ": " +
-                           cudaGetErrorString(e)};
+        return outcome{
+            UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
+            "nvshmem_init: rank " + me + " " + what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
     };
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -240,10 +248,10 @@ inline nvshmem_init_state &init_state() {
 
 /// One rank's view, exchanged in the first round of nvshmem_init().
 struct nvshmem_init_entry {
-    int status;      // OK, or why this rank cannot go on
-    int already;     // NVSHMEM is initialised (or bootstrapped) in this process already
-    int pe;          // ... as PE
-    int n_pes;       // ... of
+    int status;   // OK, or why this rank cannot go on
+    int already;  // NVSHMEM is initialised (or bootstrapped) in this process already
+    int pe;       // ... as PE
+    int n_pes;    // ... of
     std::uint64_t heap_size;
 };
 
@@ -298,8 +306,9 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
         const detail::nvshmem_init_entry &e = all[static_cast<std::size_t>(r)];
         if (e.already != all[0].already)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                std::string("nvshmem_init: NVSHMEM is initialised on rank ") + (e.already ? std::to_string(r) : "0") +
-                                    " but not on rank " + (e.already ? "0" : std::to_string(r)) +
+                                std::string("nvshmem_init: NVSHMEM is initialised on rank ") +
+                                    (e.already ? std::to_string(r) : "0") + " but not on rank " +
+                                    (e.already ? "0" : std::to_string(r)) +
                                     ": initialise it on every rank, or on none and let nvshmem_init do it",
                                 nvshmem_errc::nvshmem_init_failed, r);
         if (e.heap_size != all[0].heap_size)
@@ -314,12 +323,12 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
         for (int r = 0; r < n; r++) {
             const detail::nvshmem_init_entry &e = all[static_cast<std::size_t>(r)];
             if (e.n_pes != n || e.pe < 0 || e.pe >= n || rank_of_pe[static_cast<std::size_t>(e.pe)] >= 0)
-                throw nvshmem_error(e.n_pes != n ? UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT : UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
-                                    "nvshmem_init: NVSHMEM is initialised already, and rank " + std::to_string(r) +
-                                        " is its PE " + std::to_string(e.pe) + " of " + std::to_string(e.n_pes) +
-                                        ": NVSHMEM's PEs must be upcxx::world()'s " + std::to_string(n) +
-                                        " ranks, each a different PE",
-                                    nvshmem_errc::peers_mismatch, r);
+                throw nvshmem_error(
+                    e.n_pes != n ? UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT : UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
+                    "nvshmem_init: NVSHMEM is initialised already, and rank " + std::to_string(r) + " is its PE " +
+                        std::to_string(e.pe) + " of " + std::to_string(e.n_pes) +
+                        ": NVSHMEM's PEs must be upcxx::world()'s " + std::to_string(n) + " ranks, each a different PE",
+                    nvshmem_errc::peers_mismatch, r);
             rank_of_pe[static_cast<std::size_t>(e.pe)] = r;
         }
         return;  // the caller's NVSHMEM (or ours, from an earlier call): nothing to do
@@ -369,15 +378,15 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
     detail::outcome inited;
     const int status = s == 0 ? api.init_status() : -1;
     if (s != 0 || status < detail::nvshmem_status_is_initialized || api.my_pe() != me || api.n_pes() != n)
-        inited = detail::outcome{
-            UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
-            "nvshmem_init: " + std::string(call) + " on rank " + std::to_string(me) + " (CUDA device " +
-                std::to_string(device) + ", " + how + ", NVSHMEM " + std::to_string(api.major) + "." +
-                std::to_string(api.minor) + "." + std::to_string(api.patch) + " from " + api.library + ") " +
-                (s != 0 ? "returned " + std::to_string(s)
-                        : "left NVSHMEM in state " + std::to_string(status) + " as PE " + std::to_string(api.my_pe()) +
-                              " of " + std::to_string(api.n_pes())) +
-                " (NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons)"};
+        inited = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
+                                 "nvshmem_init: " + std::string(call) + " on rank " + std::to_string(me) +
+                                     " (CUDA device " + std::to_string(device) + ", " + how + ", NVSHMEM " +
+                                     std::to_string(api.major) + "." + std::to_string(api.minor) + "." +
+                                     std::to_string(api.patch) + " from " + api.library + ") " +
+                                     (s != 0 ? "returned " + std::to_string(s)
+                                             : "left NVSHMEM in state " + std::to_string(status) + " as PE " +
+                                                   std::to_string(api.my_pe()) + " of " + std::to_string(api.n_pes())) +
+                                     " (NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons)"};
     detail::agree(inited, what);
     state.owned = true;
     state.device_library = hooks.init != nullptr;
