@@ -131,6 +131,15 @@ else
   pip_target "$CACHE/cuda" nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
 fi
 
+# clang-format, one pinned release (the PyPI wheel), so that every machine formats the C/C++ sources
+# alike (.clang-format; test-all.sh checks them).
+if [ -x "$CACHE/clang-format/clang_format/data/bin/clang-format" ]; then
+  echo "clang-format 18.1.8: cached in $CACHE/clang-format"
+else
+  echo "clang-format 18.1.8: installing into $CACHE/clang-format"
+  pip_target "$CACHE/clang-format" "clang-format==18.1.8"
+fi
+
 # --- UPC++ (the C++ layer's tests) ----------------------------------------------------------------
 # Real UPC++ 2020.10.0 and 2023.9.0 (CUDA-enabled, smp) come from ../shared/upcxx when this
 # checkout has it (never from the repo): setup.sh lays them out in $CACHE/upcxx, with a CUDA home

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test of upcxx-extra-nvshmem, no GPU needed. It installs nothing: first
 # `bash scripts/install-deps.sh` (what .ci/run does); without Rust it stops at once with the command.
-#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests, cargo fmt --check and
-#      clippy -D warnings; the loom model (loom/); the installers (re-run, without Rust, the users' part)
+#   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests, cargo fmt --check,
+#      clippy -D warnings and clang-format; the loom model (loom/); the installers (re-run, without Rust, the users' part)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -121,6 +121,18 @@ if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
         cargo clippy --all-targets --locked --manifest-path loom/Cargo.toml -- -D warnings
   }
   step "cargo fmt --check (workspace, loom, fuzz)" rust_fmt || true
+  # The C and C++ sources (.clang-format; the cbindgen header is generated, not formatted).
+  cxx_fmt() {
+    local cf="$CACHE/clang-format/clang_format/data/bin/clang-format" f bad=0
+    [ -x "$cf" ] || { echo "no $cf: run scripts/install-deps.sh"; return 1; }
+    while IFS= read -r f; do
+      "$cf" --dry-run -Werror "$f" 2>&1 | head -5 || true
+      "$cf" --dry-run -Werror "$f" >/dev/null 2>&1 || bad=1
+    done < <(git ls-files '*.c' '*.h' '*.cpp' '*.hpp' '*.cu' | grep -v '^include/upcxx_extra_nvshmem\.h$')
+    [ "$bad" = 0 ] || echo "format with: $cf -i <file> (clang-format 18.1.8, .clang-format)"
+    return "$bad"
+  }
+  step "clang-format --dry-run -Werror (C and C++ sources)" cxx_fmt || true
   step "cargo clippy -D warnings (library, macros; loom under --cfg loom)" rust_clippy || true
 fi
 
