@@ -190,7 +190,8 @@ struct DeviceState {
             }
             UPCXX_ASSERT(!gpu[dev] && !seg[dev]);
             gpu[dev] = new Device(dev_id);
-            seg[dev] = new device_allocator<Device>(*gpu[dev], allocsz * allocs_per_heap);
+            // Two pages of slack per allocation: the segment allocator's own alignment and bookkeeping.
+            seg[dev] = new device_allocator<Device>(*gpu[dev], (allocsz + 2 * align) * allocs_per_heap);
             for (unsigned i = 0; i < allocs_per_heap; i++) {
                 dev_ptrs[dev][i] = seg[dev]->template allocate<val_t>(allocelems);
                 assert(dev_ptrs[dev][i]);
@@ -257,10 +258,25 @@ static void wait_or_die(const Fut &f, const char *what) {
 
 static uint64_t rc_count = 0;  // remote completions run here
 static uint64_t rc_sent = 0;   // remote completions this rank asked for (the ranks are symmetric)
+static int g_desc = 0;         // the copy being issued: form * 100 + origin of A * 10 + origin of B
+static uint64_t rc_wrong_rank = 0;
 #if COPY_HAS_REMOTE_CX
+// UPC++'s check, counted instead of aborting so that the run goes on and says which copies.
+static void rc_at(int rank, int desc) {
+    if (rank != upcxx::rank_me() && rc_wrong_rank++ < 8)
+        std::printf(
+            "RESULT copy_cover_test.remote_cx_rank FAIL (rank %d): a remote completion for rank %d ran here "
+            "(form %d, origins A %d B %d)\n",
+            upcxx::rank_me(), rank, desc / 100, desc / 10 % 10, desc % 10);
+    UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
+#if UPCXX_SPEC_VERSION >= 20201000
+    UPCXX_ASSERT_ALWAYS(upcxx::in_progress());
+#endif
+    rc_count++;
+}
 static void rc(int rank) {
     UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
-    UPCXX_ASSERT_ALWAYS(rank == upcxx::rank_me());
+    if (rank != upcxx::rank_me()) return rc_at(rank, g_desc);
 #if UPCXX_SPEC_VERSION >= 20201000
     UPCXX_ASSERT_ALWAYS(upcxx::in_progress());
 #endif
@@ -271,7 +287,7 @@ template <class C>
 static auto with_rc(C &&c, int rank) {
 #if COPY_HAS_REMOTE_CX
     rc_sent++;
-    return std::forward<C>(c) | remote_cx::as_rpc([](int r) { rc(r); }, rank);
+    return std::forward<C>(c) | remote_cx::as_rpc([](int r, int desc) { rc_at(r, desc); }, rank, g_desc);
 #else
     (void)rank;
     return std::forward<C>(c);
@@ -592,6 +608,7 @@ int main(int argc, char *argv[]) {
                         any_ptr bufA = bufs[A].gp + offA;
                         any_ptr bufB = bufs[B].gp + (maxelems + 4 + offB);
                         const int form = (step / 5) % N_FORMS;
+                        g_desc = form * 100 + static_cast<int>(bufs[A].from) * 10 + static_cast<int>(bufs[B].from);
                         const bool static_kinds = (step / (5 * N_FORMS)) % 2;
 #if SKIP_KILL
                         int killfreq = 0;
@@ -743,6 +760,11 @@ int main(int argc, char *argv[]) {
                 if (rc_count != rc_sent) {
                     say() << "ERROR: " << rc_count << " remote completions ran here, " << rc_sent << " expected";
                     errs++;
+                }
+                if (rc_wrong_rank) {
+                    say() << "ERROR: " << rc_wrong_rank << " remote completions ran on another rank than the target";
+                    errs++;
+                    rc_wrong_rank = 0;
                 }
                 rc_count = 0;
                 rc_sent = 0;

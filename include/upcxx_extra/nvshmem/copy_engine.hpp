@@ -164,8 +164,9 @@ public:
 
     /// Completes the copy of `t` asynchronously on the calling persona: f->finish() runs there
     /// when the copy landed or failed. The flight is owned by the engine from here on.
-    void watch(ticket t, std::unique_ptr<flight> f) {
+    void watch(ticket t, std::unique_ptr<flight> f, std::string what) {
         f->engine = shared_from_this();
+        f->what = std::move(what);
         f->initiator = &upcxx::current_persona();
         f->event = t.event;
         f->injected_failure = t.injected_failure;

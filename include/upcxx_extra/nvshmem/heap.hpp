@@ -41,7 +41,8 @@ struct rank_entry {
     int n_pes;
     int device;
     std::uintptr_t base;
-    std::size_t mapped;
+    std::size_t mapped;    // bytes mapped from base now
+    std::size_t reserved;  // bytes reserved from base (NVSHMEM's heap_size)
 };
 }  // namespace detail
 
@@ -108,7 +109,7 @@ public:
         const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
         engine_ = std::make_shared<detail::copy_engine>(mine.device, knob && std::string(knob) == "upcxx");
         try {
-            grow_to(min_mapped(all), what);
+            grow_to(all, what);
         } catch (...) {
             abandon("its construction failed after the UPC++ device segment was made");
             throw;
@@ -175,7 +176,7 @@ public:
         mine.status = out.status;
         std::vector<detail::rank_entry> all = detail::allgather(mine, what);
         detail::fail_together(first_failed(all), out, what);
-        grow_to(min_mapped(all), what);
+        grow_to(all, what);
         return extent_;
     }
 
@@ -317,7 +318,7 @@ private:
             return returner();
         }
         auto returner = cx::returner(*note->here, false);
-        engine_->watch(t, std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, note));
+        engine_->watch(t, std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, note), what);
         return returner();
     }
 
@@ -449,7 +450,8 @@ private:
                                   h.n_pes,
                                   h.device,
                                   reinterpret_cast<std::uintptr_t>(h.base),
-                                  h.mapped_size};
+                                  h.mapped_size,
+                                  h.size};
     }
 
     static int first_failed(const std::vector<detail::rank_entry> &all) {
@@ -489,21 +491,35 @@ private:
         return m;
     }
 
-    // Collective (every rank passes the same `mapped`): covers [base, base + mapped) on every PE
-    // when that is more than what is covered now, and tells the C table.
-    void grow_to(std::size_t mapped, const char *what) {
+    // Collective (every rank passes the same `all`): makes [base, base + the smallest mapped extent)
+    // addressable on every PE when that is more than what is covered now, and tells the C table,
+    // which checks every address against it.
+    //   - Reference memory kinds: one UPC++ segment, made at construction over the whole heap
+    //     NVSHMEM reserved (the smallest reservation of all PEs; under CUDA VMM a reservation whose
+    //     memory NVSHMEM maps as it grows). UPC++ records it and never touches memory it is not
+    //     asked to copy; global pointers stay inside it whatever the growth, as UPC++'s debug
+    //     codemode checks. update() makes no UPC++ object.
+    //   - Native memory kinds: the NIC registers a segment, so it covers mapped memory only: one
+    //     more segment per growth, at most max_segments.
+    void grow_to(const std::vector<detail::rank_entry> &all, const char *what) {
+        const std::size_t mapped = min_mapped(all);
         if (mapped <= extent_) return;
         if (segments_.empty() || backend::segment_per_growth) {
             if (segments_.size() >= max_segments)  // the same decision on every rank
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
                                     std::string(what) + ": growing to " + std::to_string(mapped) +
-                                        " bytes needs UPC++ " + "device segment " +
-                                        std::to_string(segments_.size() + 1) + ", over the limit of " +
-                                        std::to_string(max_segments) +
+                                        " bytes needs UPC++ device segment " + std::to_string(segments_.size() + 1) +
+                                        ", over the limit of " + std::to_string(max_segments) +
                                         " (native memory kinds: call update() after a batch of nvshmem_malloc "
                                         "calls, or set NVSHMEM_SYMMETRIC_SIZE)",
                                     nvshmem_errc::segment_limit, 0);
-            segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), mapped);
+            std::size_t size = mapped;  // native kinds: mapped memory only
+            if (!backend::segment_per_growth) {
+                std::size_t reserved = all.front().reserved;
+                for (const detail::rank_entry &e : all) reserved = std::min(reserved, e.reserved);
+                size = std::max(size, reserved);
+            }
+            segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), size);
             bases_.push_back(detail::allgather(segments_.back().base(), what));
             newest_ = bases_.back().data();
         }
