@@ -103,6 +103,21 @@ else()
           list(APPEND _ufe_opts "$<$<COMPILE_LANGUAGE:CXX>:${_ufe_f}>")
         endif()
       endforeach()
+      # "--param name=value" is one option in two words: CMake de-duplicates link options word
+      # by word (the second "--param" goes, its value becomes a file name), so keep each pair whole.
+      set(_ufe_ldflags "")
+      set(_ufe_param FALSE)
+      foreach(_ufe_f IN LISTS _ufe_LDFLAGS)
+        if(_ufe_param)
+          list(APPEND _ufe_ldflags "SHELL:--param ${_ufe_f}")
+          set(_ufe_param FALSE)
+        elseif(_ufe_f STREQUAL "--param")
+          set(_ufe_param TRUE)
+        else()
+          list(APPEND _ufe_ldflags "${_ufe_f}")
+        endif()
+      endforeach()
+      set(_ufe_LDFLAGS "${_ufe_ldflags}")
       add_library(UpcxxExtraNvshmem::upcxx INTERFACE IMPORTED)
       set_target_properties(UpcxxExtraNvshmem::upcxx PROPERTIES
         INTERFACE_INCLUDE_DIRECTORIES "${_ufe_incs}"
@@ -126,7 +141,8 @@ if(UpcxxForExtra_FIND_REQUIRED AND NOT UpcxxForExtra_FOUND)
   message(FATAL_ERROR "UPC++ not found: ${UpcxxForExtra_WHY}")
 endif()
 foreach(_ufe_v _ufe_hint _ufe_network _ufe_ok _ufe_incs _ufe_defs _ufe_opts _ufe_next _ufe_f _ufe_what
-               _ufe_out _ufe_err _ufe_rc _ufe_codemode _ufe_threadmode _ufe_PPFLAGS _ufe_LDFLAGS _ufe_LIBS)
+               _ufe_out _ufe_err _ufe_rc _ufe_codemode _ufe_threadmode _ufe_PPFLAGS _ufe_LDFLAGS _ufe_LIBS
+               _ufe_ldflags _ufe_param)
   unset(${_ufe_v})
 endforeach()
 unset(_ufe_v)

@@ -161,12 +161,17 @@ static bool forced_fallback() {
     const char *k = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
     return k && std::string(k) == "upcxx";
 }
-// The contract: fast when both ends are heap memory mapped here, or one is and the other is this
-// rank's own device memory; a raw pointer (private host memory) never.
+// The contract: fast when one end is heap memory mapped here and the other is memory this process
+// reaches: heap memory mapped here, this rank's own device memory, or host memory (a raw pointer,
+// or UPC++ shared memory of this rank or a local_team peer).
+static bool host_here(const buf_t &b) { return b.from == origin::host && b.gp.is_local(); }
+static bool reached(const buf_t &b) { return heap_here(b) || own_device(b) || host_here(b); }
 static bool expect_fast(const buf_t &a, const buf_t &b) {
     if (forced_fallback()) return false;
-    return (heap_here(a) && heap_here(b)) || (heap_here(a) && own_device(b)) || (own_device(a) && heap_here(b));
+    return (heap_here(a) && reached(b)) || (reached(a) && heap_here(b));
 }
+// A copy between private host memory and `b`.
+static bool expect_fast_private(const buf_t &b) { return !forced_fallback() && heap_here(b); }
 
 #if UPCXX_OWN_DEVICE_BUFFERS
 // UPC++'s own device buffers, made as UPC++'s test makes them (DeviceState::create), on the GPU of
@@ -630,6 +635,8 @@ int main(int argc, char *argv[]) {
                         const auto c0 = heap.copies();
                         const bool fast_AB = expect_fast(bufs[A], bufs[B]);
                         long copies_here = 3;
+                        // private -> A, A -> B, B -> private, and the kill copies (private -> A, -> B)
+                        long fast_expected = expect_fast_private(bufs[A]) + fast_AB + expect_fast_private(bufs[B]);
 
                         future<> of, sf;
                         future<> kf1 = make_future(), kf2 = make_future(), kf3 = make_future();
@@ -680,6 +687,7 @@ int main(int argc, char *argv[]) {
                             if (kill2) {
                                 kf2 = sf.then([&]() { return heap.copy(&dead, bufA, 1); });
                                 copies_here++;
+                                fast_expected += expect_fast_private(bufs[A]);
                             } else
                                 wait_or_die(sf, "source completion of A -> B");
                             wait_or_die(of, "operation completion of A -> B");
@@ -690,6 +698,7 @@ int main(int argc, char *argv[]) {
                             if (kill3) {
                                 kf3 = sf.then([&]() { return heap.copy(&dead, bufB, 1); });
                                 copies_here++;
+                                fast_expected += expect_fast_private(bufs[B]);
                             } else
                                 wait_or_die(sf, "source completion of B -> private");
                             wait_or_die(of, "operation completion of B -> private");
@@ -738,12 +747,12 @@ int main(int argc, char *argv[]) {
                         copies_fast_expected += fast_AB;
                         copies_fast_seen += fast;
                         copies_total += copies_here;
-                        if (fast != (fast_AB ? 1 : 0) || fast + slow != copies_here) {
+                        if (fast != fast_expected || fast + slow != copies_here) {
                             if (acct_errs < 20)
                                 say() << "ERROR: path of A=" << A << "(" << bufdesc(bufs[A], bufA) << ") -> B=" << B
                                       << "(" << bufdesc(bufs[B], bufB) << "): " << fast << " fast + " << slow
-                                      << " fallback copies of " << copies_here << ", expected A -> B "
-                                      << (fast_AB ? "fast" : "fallback");
+                                      << " fallback copies of " << copies_here << ", expected " << fast_expected
+                                      << " fast (A -> B " << (fast_AB ? "fast" : "fallback") << ")";
                             acct_errs++;
                         }
 

@@ -229,10 +229,11 @@ public:
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
 
     /// upcxx::copy, for every argument list upcxx::copy takes in this UPC++ release, with its
-    /// return type and completion semantics (docs/copy.md). When both ends are memory this
-    /// process reaches through NVSHMEM (heap memory of a PE on this node with P2P, or this rank's
-    /// own device memory opposite such heap memory), the bytes move by one cudaMemcpyAsync on
-    /// the heap's device; anything else goes to upcxx::copy with the completions unchanged.
+    /// return type and completion semantics (docs/copy.md). When one end is heap memory this
+    /// process reaches through NVSHMEM (a PE on this node with P2P) and the other is too, or is
+    /// memory of this process (its own device memory, a raw host T*, local host shared memory),
+    /// the bytes move by one cudaMemcpyAsync on the heap's device; anything else goes to
+    /// upcxx::copy with the completions unchanged.
     /// Throws nvshmem_error (nothing copied, nothing notified) for a null pointer, a size that
     /// overflows, a raw T* into the NVSHMEM heap (upcxx::copy reads T* as host memory: pass
     /// to_global_ptr(p)), a range that starts in this heap and runs past extent(), a destroyed
@@ -376,18 +377,23 @@ private:
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
                                     "); upcxx::copy reads a T* as this process's host memory: pass "
                                     "heap.to_global_ptr(p) instead");
-        local = nullptr;
+        local = const_cast<void *>(static_cast<const void *>(p));  // CUDA reads and writes host memory
         rank = upcxx::rank_me();
         return false;
     }
     // A global pointer: into this heap (the address this process reaches it at, or nullptr when
-    // not mapped here), this rank's own device memory (its address), or neither (nullptr).
-    // Returns whether it is heap memory.
+    // not mapped here), this rank's own device memory or host memory this process reaches (its
+    // address), or neither (nullptr). Returns whether it is heap memory.
     template <class T, upcxx::memory_kind K>
     bool reach(const upcxx::global_ptr<T, K> &p, std::size_t bytes, const char *which, void *&local, int &rank) const {
         const detail::gptr_view v = backend::view(p);
         rank = v.rank;
         local = nullptr;
+        if (v.kind == upcxx::memory_kind::host) {
+            // This rank's shared memory, or a local_team peer's: this process's view of it.
+            if (p.is_local()) local = const_cast<void *>(static_cast<const void *>(p.local()));
+            return false;
+        }
         if (v.kind != upcxx::memory_kind::cuda_device) return false;
         if (!owns(v, nullptr)) {
             if (v.rank == upcxx::rank_me()) local = v.raw;  // this rank's own device memory
