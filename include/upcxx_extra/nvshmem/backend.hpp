@@ -92,6 +92,9 @@ struct upcxx_backend {
     /// Why this process cannot make a segment on `device` now ("" when it can).
     static std::string device_unavailable(int) { return std::string(); }
 
+    /// The segment a device global pointer names (its heap index), one field read.
+    static long segment_of(const device_gptr &p) noexcept { return p.private_detail_do_not_use_heap_idx_; }
+
     // The fields UPCXXI_INTERNAL_ONLY(raw_ptr_) and UPCXXI_INTERNAL_ONLY(heap_idx_) (upcxx.hpp
     // undefines that macro at its end), as upcxx::copy reads them.
     template <class T, upcxx::memory_kind K>
@@ -173,6 +176,9 @@ struct upcxx_backend {
                                       "nvshmem_malloc (docs/compatibility.md)";
         return std::string();
     }
+
+    /// The segment a device global pointer names (its CUDA device), one field read.
+    static long segment_of(const device_gptr &p) noexcept { return p.device_; }
 
     template <class T, upcxx::memory_kind K>
     static gptr_view view(const upcxx::global_ptr<T, K> &p) {

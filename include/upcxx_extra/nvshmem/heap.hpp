@@ -430,11 +430,13 @@ private:
                                     std::to_string(n_ranks()) + " ranks)");
         }
         if (v.kind != upcxx::memory_kind::cuda_device) return false;
-        for (const std::vector<device_gptr> &b : bases_)
-            if (backend::view(b[static_cast<std::size_t>(v.rank)]).segment == v.segment) return true;
+        const std::size_t r = static_cast<std::size_t>(v.rank);
+        if (backend::segment_of(newest_[r]) == v.segment) return true;  // the one segment, usually
+        for (std::size_t s = 0; s + 1 < bases_.size(); s++)
+            if (backend::segment_of(bases_[s][r]) == v.segment) return true;
         return false;
     }
-    std::size_t n_ranks() const noexcept { return bases_.empty() ? 0 : bases_.back().size(); }
+    std::size_t n_ranks() const noexcept { return n_ranks_; }
     static std::string describe(const detail::gptr_view &v) {
         char addr[32];
         std::snprintf(addr, sizeof addr, "%p", v.raw);
@@ -528,6 +530,7 @@ private:
             segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), size);
             bases_.push_back(detail::allgather(segments_.back().base(), what));
             newest_ = bases_.back().data();
+            n_ranks_ = bases_.back().size();
         }
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
         extent_ = mapped;
@@ -555,6 +558,7 @@ private:
         segments_.clear();
         bases_.clear();
         newest_ = nullptr;
+        n_ranks_ = 0;
         extent_ = 0;
         if (active_) {
             active_ = false;
@@ -583,12 +587,14 @@ private:
         segments_ = std::move(o.segments_);
         bases_ = std::move(o.bases_);
         newest_ = o.newest_;  // the moved vector keeps its storage
+        n_ranks_ = o.n_ranks_;
         engine_ = std::move(o.engine_);
         o.active_ = false;
         o.extent_ = 0;
         o.segments_.clear();
         o.bases_.clear();
         o.newest_ = nullptr;
+        o.n_ranks_ = 0;
     }
 
     detail::rank_entry info_{};
@@ -597,6 +603,7 @@ private:
     std::vector<backend::segment> segments_;       // this process's UPC++ device segments
     std::vector<std::vector<device_gptr>> bases_;  // [segment][rank]: each segment's base on every rank
     const device_gptr *newest_ = nullptr;          // bases_.back().data(): new global pointers' bases
+    std::size_t n_ranks_ = 0;                      // bases_.back().size()
     std::shared_ptr<detail::copy_engine> engine_;
 };
 
