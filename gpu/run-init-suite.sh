@@ -25,14 +25,8 @@ ARCH=${CUDA_ARCH:-90}
 . "$ROOT/scripts/common.sh"
 uxn_gpu_env
 
-echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1; cmake --version | head -1
-bash "$UPCXX_DIR/setup.sh" "$OUTDIR/upcxx" | tee "$OUTDIR/setup.txt"
-CUDA_HOME=$(sed -n 's/^CUDA_HOME=//p' "$OUTDIR/setup.txt"); export CUDA_HOME
-
-homes=("$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")")
-for t in ${UXN_NVSHMEM_TARBALLS:-}; do
-  d="$OUTDIR/nvshmem-$(basename "$t" .tar.xz)"; mkdir -p "$d"; tar -xJf "$t" -C "$d" && homes+=("$d")
-done
+# The machine, the UPC++ layout (CUDA_HOME) and the NVSHMEM installs to test (homes).
+uxn_gpu_upcxx_prologue "$OUTDIR" "$UPCXX_DIR"
 
 summary=()
 failed=0

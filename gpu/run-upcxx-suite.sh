@@ -22,15 +22,8 @@ THREADMODES=${UXN_THREADMODES:-seq}
 uxn_gpu_env
 [ -n "${UXN_ALLOW_SHARED_GPU:-}" ] && export UXN_ALLOW_SHARED_GPU
 
-echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
-bash "$UPCXX_DIR/setup.sh" "$OUTDIR/upcxx" | tee "$OUTDIR/setup.txt"
-CUDA_HOME=$(sed -n 's/^CUDA_HOME=//p' "$OUTDIR/setup.txt"); export CUDA_HOME
-
-# NVSHMEM releases: the machine's (pip) and each carried tarball.
-homes=("$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")")
-for t in ${UXN_NVSHMEM_TARBALLS:-}; do
-  d="$OUTDIR/nvshmem-$(basename "$t" .tar.xz)"; mkdir -p "$d"; tar -xJf "$t" -C "$d" && homes+=("$d")
-done
+# The machine, the UPC++ layout (CUDA_HOME) and the NVSHMEM installs to test (homes).
+uxn_gpu_upcxx_prologue "$OUTDIR" "$UPCXX_DIR"
 
 summary=()
 build_failed() { echo "BUILD FAILED: $*"; summary+=("SUMMARY BUILD FAILED: $* exit=1"); }

@@ -70,3 +70,20 @@ Nothing else was installed.
 EOF
   return 1
 }
+
+# The prologue of the GPU scripts of the UPC++ layer (gpu/run-upcxx-suite.sh, run-init-suite.sh):
+# prints the machine, lays out the UPC++ releases of UPCXX_DIR in OUTDIR/upcxx (exports CUDA_HOME
+# as setup.sh found it) and sets `homes` to the NVSHMEM installs to test: the machine's pip wheel,
+# then each UXN_NVSHMEM_TARBALLS (.tar.xz of lib/ + include/) unpacked in OUTDIR.
+#   uxn_gpu_upcxx_prologue OUTDIR UPCXX_DIR
+uxn_gpu_upcxx_prologue() {
+  local out="$1" dir="$2" t d
+  echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -1
+  cmake --version | head -1
+  bash "$dir/setup.sh" "$out/upcxx" | tee "$out/setup.txt"
+  CUDA_HOME=$(sed -n 's/^CUDA_HOME=//p' "$out/setup.txt"); export CUDA_HOME
+  homes=("$(python3 -c "import nvidia.nvshmem as m; print(m.__path__[0])")")
+  for t in ${UXN_NVSHMEM_TARBALLS:-}; do
+    d="$out/nvshmem-$(basename "$t" .tar.xz)"; mkdir -p "$d"; tar -xJf "$t" -C "$d" && homes+=("$d")
+  done
+}
