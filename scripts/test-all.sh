@@ -158,30 +158,23 @@ installer_rerun() {
   echo "$out" | grep -q "apt: every package is installed already\|apt: not used" || { echo "the re-run went to apt"; return 1; }
   [ $((SECONDS - t0)) -le 60 ] || { echo "the re-run took $((SECONDS - t0)) s"; return 1; }
 }
-installer_without_rust() {
-  # PATH without any directory holding cargo, a HOME without ~/.cargo, rustup unreachable.
+# Runs `script` with Rust hidden (PATH without any directory holding cargo, a HOME without
+# ~/.cargo, rustup unreachable): it must fail, print rustup's exact command and `said`, and none
+# of `never` (a grep pattern). Skipped where cargo cannot be hidden.
+without_rust() { # script said never
   local p="" d out rc
   IFS=: read -ra _dirs <<<"$PATH"
   for d in "${_dirs[@]}"; do [ -x "$d/cargo" ] || p="${p:+$p:}$d"; done
   if PATH="$p" command -v cargo >/dev/null 2>&1; then echo "SKIPPED: cannot hide cargo here"; return 0; fi
   mkdir -p "$WORK/no-rust-home"
-  out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash scripts/install-deps.sh 2>&1)"; rc=$?
+  out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash "$1" 2>&1)"; rc=$?
   echo "$out" | sed 's/^/   /'
   [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
-    echo "$out" | grep -q "Nothing else was installed" && ! echo "$out" | grep -q "^apt:\|nvidia-nvshmem"
+    echo "$out" | grep -q "$2" && ! echo "$out" | grep -q "$3"
 }
+installer_without_rust() { without_rust scripts/install-deps.sh "Nothing else was installed" "^apt:\|nvidia-nvshmem"; }
 # test-all.sh itself without Rust: stops at once with the command, runs no step.
-test_all_without_rust() {
-  local p="" d out rc
-  IFS=: read -ra _dirs <<<"$PATH"
-  for d in "${_dirs[@]}"; do [ -x "$d/cargo" ] || p="${p:+$p:}$d"; done
-  if PATH="$p" command -v cargo >/dev/null 2>&1; then echo "SKIPPED: cannot hide cargo here"; return 0; fi
-  mkdir -p "$WORK/no-rust-home"
-  out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash scripts/test-all.sh 2>&1)"; rc=$?
-  echo "$out" | sed 's/^/   /'
-  [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
-    echo "$out" | grep -q "Nothing was run" && ! echo "$out" | grep -q "^== \|FAILED\|command not found"
-}
+test_all_without_rust() { without_rust scripts/test-all.sh "Nothing was run" "^== \|FAILED\|command not found"; }
 # The users' installer (the quickstart's): one NVSHMEM, nothing that only the tests need.
 installer_user() {
   local out
