@@ -292,7 +292,9 @@ template <class C>
 static auto with_rc(C &&c, int rank) {
 #if COPY_HAS_REMOTE_CX
     rc_sent++;
-    return std::forward<C>(c) | remote_cx::as_rpc([](int r, int desc) { rc_at(r, desc); }, rank, g_desc);
+    // The arguments as prvalues: as_rpc binds an lvalue argument by reference (UPC++'s binding<T&>),
+    // and `rank` dies when this function returns, before the copy serialises it.
+    return std::forward<C>(c) | remote_cx::as_rpc([](int r, int desc) { rc_at(r, desc); }, int(rank), int(g_desc));
 #else
     (void)rank;
     return std::forward<C>(c);
@@ -607,6 +609,15 @@ int main(int argc, char *argv[]) {
 
                 for (int A = 0; A < bufcnt; A++) {
                     for (int B = 0; B < bufcnt; B++) {
+#if UPCXX_VERSION < 20220300
+                        // UPC++ 2020.10's upcxx::copy between private memory and another rank's
+                        // memory crashes or moves wrong bytes (seen with plain upcxx::copy of host
+                        // memory); heap.copy hands it such copies unchanged unless the other end is
+                        // heap memory mapped here. Those steps are left out on that release.
+                        if ((!expect_fast_private(bufs[A]) && bufs[A].gp.where() != me) ||
+                            (!expect_fast_private(bufs[B]) && bufs[B].gp.where() != me))
+                            continue;
+#endif
                         // Start offsets (elements) and an odd count now and then.
                         const size_t offA = step % 3, offB = (step / 3) % 3;
                         const size_t count = (step % 4 == 3 && bufelems > 2) ? bufelems - 1 : bufelems;
