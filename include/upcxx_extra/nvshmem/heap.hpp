@@ -308,14 +308,23 @@ private:
                                  " to rank " + std::to_string(rank_d);
         const detail::copy_engine::ticket t = engine_->issue(to, from, bytes, after, what);
         auto note = std::make_shared<notifier<Cxs>>(rank_d, std::forward<Cxs>(cxs));
-        if (bytes <= detail::copy_engine::sync_copy_max && !after) {  // copy_after never waits on the host
+        // Waited for in the call: small copies (copy_after never, it would wait for the stream on
+        // the host), and every copy with a remote completion. upcxx::copy sends that completion
+        // before it returns, and as_rpc binds an lvalue argument by reference: the caller's
+        // variables may be gone by the time an asynchronous copy lands.
+        if ((bytes <= detail::copy_engine::sync_copy_max && !after) || cx::want_remote) {
             if (engine_->wait(t, what) == cudaSuccess) {
                 auto returner = cx::returner(*note->here, true);  // done in the call, as UPC++ sees it
                 note->notify();
                 return returner();
             }
             auto returner = cx::returner(*note->here, false);
-            redo(src, dst, n, note);
+            if (cx::want_remote) {  // redone and notified in the call too, for the same reason
+                upcxx::copy(src, dst, n).wait();
+                note->notify();
+            } else {
+                redo(src, dst, n, note);
+            }
             return returner();
         }
         auto returner = cx::returner(*note->here, false);
