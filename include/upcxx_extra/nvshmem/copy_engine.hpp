@@ -155,11 +155,7 @@ public:
     /// Waits here for the copy of `t` (its own event, not the stream: another copy's failure is
     /// not this one's). Returns its outcome; a failure is recorded for check_copies().
     cudaError_t wait(ticket t, const std::string &what) {
-        cudaError_t e = cudaEventSynchronize(t.event);
-        if (t.injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
-        give_back(t.event);
-        if (e != cudaSuccess) record(what, e);
-        return e;
+        return settle(t.event, t.injected_failure, cudaEventSynchronize(t.event), what);
     }
 
     /// Completes the copy of `t` asynchronously on the calling persona: f->finish() runs there
@@ -223,6 +219,15 @@ private:
         events_.push_back(ev);
     }
 
+    // A copy is over, its event having reported `e`: the event goes back to the pool and a
+    // failure is recorded for check_copies(). Returns the copy's outcome.
+    cudaError_t settle(cudaEvent_t ev, bool injected_failure, cudaError_t e, const std::string &what) {
+        if (injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
+        give_back(ev);
+        if (e != cudaSuccess) record(what, e);
+        return e;
+    }
+
     void record(const std::string &what, cudaError_t e) {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_.empty())
@@ -235,9 +240,7 @@ private:
     static void complete(flight *raw, cudaError_t e) {
         std::unique_ptr<flight> f(raw);
         std::shared_ptr<copy_engine> self = f->engine;
-        if (f->injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
-        if (e != cudaSuccess) self->record(f->what, e);
-        self->give_back(f->event);
+        e = self->settle(f->event, f->injected_failure, e, f->what);
         f->event = nullptr;
         f->finish(e, self->open());
     }
