@@ -258,16 +258,22 @@ if [ "$installed" = 1 ]; then
 
   # 6. The C++ layer against every real UPC++ release and threadmode.
   UPCXX_ROOT="${UXN_UPCXX_ROOT:-$CACHE/upcxx}"
-  cxx_layer() { # release threadmode
-    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cxx-$1-$2" cuda="$UPCXX_ROOT/cuda-home" nvcc gpu=()
-    [ -x "$u/bin/upcxx-meta" ] || { echo "no $u/bin/upcxx-meta"; return 1; }
+  # What links the GPU programs: nvcc (on PATH, else the nvidia-cuda-nvcc wheel) and the CUDA
+  # home (setup.sh's, else CUDA_HOME). Sets nvcc and cuda in the caller's locals.
+  gpu_link_tools() {
     nvcc="$(command -v nvcc || true)"
     [ -n "$nvcc" ] || nvcc="$CACHE/nvcc/nvidia/cu13/bin/nvcc"
+    cuda="$UPCXX_ROOT/cuda-home"
+    [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
+  }
+  cxx_layer() { # release threadmode
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cxx-$1-$2" cuda nvcc gpu=()
+    [ -x "$u/bin/upcxx-meta" ] || { echo "no $u/bin/upcxx-meta"; return 1; }
+    gpu_link_tools
     # The GPU programs build against the newest NVSHMEM given (its headers are what users meet:
     # 3.8 declares a global ::nvshmem_error, for one).
     local newest="${UXN_NVSHMEM_ROOTS##*:}"
     if [ -x "$nvcc" ] && [ -n "$newest" ]; then
-      [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
       gpu=(-DUXN_NVSHMEM_HOME="$newest"
            -DUXN_CUDA_HOME="$cuda" -DUXN_NVCC="$nvcc")
     fi
@@ -373,7 +379,7 @@ if [ "$installed" = 1 ]; then
   # ---- and started (exit 77 without a GPU); copy_signatures compiled in debug (par only: its
   # ---- table does not depend on the threadmode).
   copy_tests_debug() { # release threadmode
-    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/copy-debug-$1-$2" cuda="$UPCXX_ROOT/cuda-home" nvcc prog rc
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/copy-debug-$1-$2" cuda nvcc prog rc
     local newest="${UXN_NVSHMEM_ROOTS##*:}" M="$UPCXX_ROOT/upcxx-$1/bin/upcxx-meta"
     [ -x "$M" ] || { echo "no $M"; return 1; }
     mkdir -p "$dir"
@@ -384,9 +390,7 @@ if [ "$installed" = 1 ]; then
           -c "$ROOT/tests/cxx/copy_signatures.cpp" -o "$dir/copy_signatures.o" ) || return 1
       echo "copy_signatures: compiled (debug, $2)"
     fi
-    nvcc="$(command -v nvcc || true)"
-    [ -n "$nvcc" ] || nvcc="$CACHE/nvcc/nvidia/cu13/bin/nvcc"
-    [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
+    gpu_link_tools
     if [ ! -x "$nvcc" ] || [ -z "$newest" ]; then echo "SKIPPED: the GPU programs (no nvcc or NVSHMEM)"; return 0; fi
     local progs=(copy_semantics_test)
     [ "$2" = par ] && progs+=(copy_cover_test)
