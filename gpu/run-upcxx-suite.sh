@@ -27,6 +27,22 @@ uxn_gpu_upcxx_prologue "$OUTDIR" "$UPCXX_DIR"
 
 summary=()
 build_failed() { echo "BUILD FAILED: $*"; summary+=("SUMMARY BUILD FAILED: $* exit=1"); }
+# Every program is built first, all at once (pass "build"), then run one at a time (pass "run"):
+# the builds take most of a suite's time and the machine has the cores for them.
+builds=() build_labels=()
+build() { # label env... build-upcxx-program.sh SOURCE OUTPUT
+  local label="$1"; shift
+  local log; log="$OUTDIR/build-$(printf '%s' "$label" | tr -c 'A-Za-z0-9.' '_').log"
+  env "$@" > "$log" 2>&1 &
+  builds+=("$!:$log") build_labels+=("$label")
+}
+wait_builds() {
+  local i
+  for i in "${!builds[@]}"; do
+    wait "${builds[$i]%%:*}" || { tail -20 "${builds[$i]#*:}"; build_failed "${build_labels[$i]}"; }
+  done
+  builds=() build_labels=()
+}
 run() { # label env... program
   local label="$1"; shift
   echo; echo "== $label: $*"
@@ -36,15 +52,25 @@ run() { # label env... program
   grep -vE "SyntaxWarning|^\s*$|re\.compile|import " "$log" | grep -E "CHECK|BENCH|NOTE|RESULT|SKIPPED|upcxx_extra::|rror|bort|PE [0-9]+ \(rank" | head -80
   summary+=("SUMMARY $label exit=$rc $( grep -c 'CHECK rank [0-9]* FAIL' "$log") failed-checks $(grep -o 'RESULT [A-Za-z_ ]*\(PASS\|FAIL\)' "$log" | head -1) ($((SECONDS - t0)) s)")
 }
+for pass in build run; do
 for NV in "${homes[@]}"; do
   nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
   for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
     for TM in $THREADMODES; do
       U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
-      for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp tests/cxx/nvshmem_copy_test.cpp; do
-        UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
-          bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)" || build_failed "$prog ($REL $TM $nvver)"
-      done
+      base_prog="$B/nvshmem_hpp_test"
+      [ -n "${UXN_BASELINE_SRC:-}" ] && base_prog="$B/baseline_nvshmem_hpp_test"
+      if [ $pass = build ]; then
+        for prog in examples/nvshmem_upcxx_copy.cpp tests/cxx/nvshmem_hpp_test.cpp tests/cxx/nvshmem_copy_test.cpp; do
+          build "$prog ($REL $TM $nvver)" UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
+            bash tests/cxx/build-upcxx-program.sh "$prog" "$B/$(basename "$prog" .cpp)"
+        done
+        if [ -n "${UXN_BASELINE_PREFIX:-}" ] && [ -n "${UXN_BASELINE_SRC:-}" ]; then
+          build "baseline hpp_test ($REL $TM $nvver)" UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$UXN_BASELINE_PREFIX" UPCXX_INSTALL="$U" \
+            bash "$UXN_BASELINE_SRC/build-upcxx-program.sh" "$UXN_BASELINE_SRC/nvshmem_hpp_test.cpp" "$base_prog"
+        fi
+        continue
+      fi
       L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
       tag="UPC++ $REL $TM, NVSHMEM $nvver"
       run "hpp_test VMM on, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
@@ -56,12 +82,6 @@ for NV in "${homes[@]}"; do
       # Same-run comparison of the translation BENCH against another build of this library
       # (UXN_BASELINE_PREFIX, same soname): the same binary, alternating libraries, VMM on.
       if [ -n "${UXN_BASELINE_PREFIX:-}" ]; then
-        base_prog="$B/nvshmem_hpp_test"
-        if [ -n "${UXN_BASELINE_SRC:-}" ]; then
-          base_prog="$B/baseline_nvshmem_hpp_test"
-          UPCXX_THREADMODE=$TM NVSHMEM_HOME="$NV" UXN_PREFIX="$UXN_BASELINE_PREFIX" UPCXX_INSTALL="$U" \
-            bash "$UXN_BASELINE_SRC/build-upcxx-program.sh" "$UXN_BASELINE_SRC/nvshmem_hpp_test.cpp" "$base_prog" || build_failed "baseline hpp_test"
-        fi
         for round in $(seq 1 "${UXN_BASELINE_ROUNDS:-3}"); do
           run "hpp_test round $round baseline library, $tag" "LD_LIBRARY_PATH=$NV/lib:$UXN_BASELINE_PREFIX/lib:${LD_LIBRARY_PATH:-}" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$base_prog"
           run "hpp_test round $round current library, $tag" "$L" "$U/bin/upcxx-run" -n "${UXN_RANKS:-2}" "$B/nvshmem_hpp_test"
@@ -69,6 +89,8 @@ for NV in "${homes[@]}"; do
       fi
     done
   done
+done
+[ $pass = build ] && wait_builds
 done
 
 # ---- nvshmem_heap::copy's own tests (tests/cxx/copy_semantics_test.cpp, copy_cover_test.cpp): each
@@ -96,6 +118,7 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
   copy_homes=("${homes[0]}")
   [ "${UXN_COPY_ALL_NVSHMEM:-0}" = 1 ] && copy_homes=("${homes[@]}")
   ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+  for pass in build run; do
   for NV in "${copy_homes[@]}"; do
     nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
     for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
@@ -104,11 +127,13 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
           U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-copy-$REL-$TM-$CM-nvshmem$nvver"; mkdir -p "$B"
           progs=(copy_semantics_test)
           { [ "$CM" = opt ] || [ "${UXN_COPY_COVER_DEBUG:-0}" = 1 ]; } && progs+=(copy_cover_test)
-          for prog in "${progs[@]}"; do
-            UPCXX_THREADMODE=$TM UPCXX_CODEMODE=$CM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" UPCXX_INSTALL="$U" \
-              bash tests/cxx/build-upcxx-program.sh "tests/cxx/$prog.cpp" "$B/$prog" ||
-              { echo "BUILD FAILED: $prog ($REL $TM $CM $nvver)"; summary+=("SUMMARY BUILD FAILED: $prog ($REL $TM $CM $nvver) exit=1"); }
-          done
+          if [ $pass = build ]; then
+            for prog in "${progs[@]}"; do
+              build "$prog ($REL $TM $CM $nvver)" UPCXX_THREADMODE=$TM UPCXX_CODEMODE=$CM NVSHMEM_HOME="$NV" UXN_PREFIX="$PREFIX" \
+                UPCXX_INSTALL="$U" bash tests/cxx/build-upcxx-program.sh "tests/cxx/$prog.cpp" "$B/$prog"
+            done
+            continue
+          fi
           L="LD_LIBRARY_PATH=$NV/lib:$PREFIX/lib:${LD_LIBRARY_PATH:-}"
           one="CUDA_VISIBLE_DEVICES=${UXN_COPY_GPU:-0}"
           heap="UPCXX_SHARED_HEAP_SIZE=1GB"  # the fallback stages 64 MiB copies in UPC++'s shared heap
@@ -130,6 +155,8 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
         done
       done
     done
+  done
+  [ $pass = build ] && wait_builds
   done
 fi
 # ---- end of nvshmem_heap::copy's own tests

@@ -23,8 +23,9 @@ CUDALIB=""; for d in "$CUDA_HOME/lib64" "$CUDA_HOME/targets/x86_64-linux/lib" "$
 done
 # nvcc takes -L/-l as they are; everything else of UPC++'s LIBS goes to the host linker.
 ULIBS=""; for t in $($M LIBS); do case "$t" in -L*|-l*) ULIBS="$ULIBS $t" ;; -pthread) ULIBS="$ULIBS -Xcompiler -pthread" ;; esac; done
-# nvcc will not take libnvshmem_host.so.3 by its versioned name: a link directory with the .so name.
-linkdir="$(dirname "$out")/.nvshmem-link"
+# nvcc will not take libnvshmem_host.so.3 by its versioned name: a link directory with the .so name,
+# one per program so that programs built side by side in one folder do not race on it.
+linkdir="$out.nvshmem-link"
 mkdir -p "$linkdir"
 ln -sf "$NVSHMEM_HOME/lib/libnvshmem_host.so.3" "$linkdir/libnvshmem_host.so"
 CXX="$($M CXX)"
