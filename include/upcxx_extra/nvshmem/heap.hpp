@@ -431,7 +431,14 @@ private:
 
     // Whether `v` names one of this heap's UPC++ segments (compared by segment, never by pointer
     // arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is given.
+    // The usual answer (the newest segment) is inline: from_global_ptr and copy ask it per call.
     bool owns(const detail::gptr_view &v, const char *fn) const {
+        if (static_cast<unsigned>(v.rank) < n_ranks_ && v.kind == upcxx::memory_kind::cuda_device &&
+            backend::segment_of(newest_[static_cast<std::size_t>(v.rank)]) == v.segment)
+            return true;
+        return owns_other(v, fn);
+    }
+    bool owns_other(const detail::gptr_view &v, const char *fn) const {
         if (v.rank < 0 || v.rank >= static_cast<int>(n_ranks())) {
             if (!fn) return false;
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK,
@@ -440,8 +447,7 @@ private:
         }
         if (v.kind != upcxx::memory_kind::cuda_device) return false;
         const std::size_t r = static_cast<std::size_t>(v.rank);
-        if (backend::segment_of(newest_[r]) == v.segment) return true;  // the one segment, usually
-        for (std::size_t s = 0; s + 1 < bases_.size(); s++)
+        for (std::size_t s = 0; s + 1 < bases_.size(); s++)  // older segments (native memory kinds)
             if (backend::segment_of(bases_[s][r]) == v.segment) return true;
         return false;
     }
