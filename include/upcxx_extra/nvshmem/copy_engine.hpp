@@ -10,7 +10,7 @@
 //     engine's waiter thread, which checks the copy's event every waiter_period and posts the
 //     completing LPC to the initiator when the copy lands. On an H200 it hands a copy over
 //     about 20 us after it lands, for about a quarter of a core while it waits; a CUDA host
-//     function, or an event with blocking sync, takes 80-110 us.
+//     function, or an event with blocking sync, takes 100-125 us.
 // A copy whose event reports a CUDA error is redone through upcxx::copy (flight::finish), so a
 // completion always means the bytes landed; the error is kept for check_copies(). The engine is
 // shared (shared_ptr) by the heap and its copies in flight, which may outlive the heap.
