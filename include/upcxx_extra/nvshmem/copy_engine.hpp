@@ -281,8 +281,10 @@ private:
     };
 
     // The waiter thread, started at the first copy handed to it. Copies land in the order they
-    // were issued (one stream), so it waits for the oldest one; it posts each completion to the
-    // copy's initiator (lpc_ff is safe from any thread) and never touches the flight afterwards.
+    // were issued (one stream) and are handed over in about that order (several personas may
+    // hand theirs over out of order), so it waits for the oldest one handed over; it posts each
+    // completion to the copy's initiator (lpc_ff is safe from any thread) and never touches the
+    // flight afterwards.
     bool hand_to_waiter(flight *f) {
         std::lock_guard<std::mutex> lock(wait_mu_);
         if (!waiter_.joinable()) {
