@@ -2,7 +2,8 @@
 # Every test of upcxx-extra-nvshmem, no GPU needed. It installs nothing: first
 # `bash scripts/install-deps.sh` (what .ci/run does); without Rust it stops at once with the command.
 #   1. cargo test --locked (unit, layout/bindgen, header drift...), the macros' doctests, cargo fmt --check,
-#      clippy -D warnings and clang-format; the loom model (loom/); the installers (re-run, without Rust, the users' part)
+#      clippy -D warnings and clang-format; the loom model (loom/); the copy engine under stand-ins for CUDA
+#      and UPC++ with ThreadSanitizer (tests/cxx/model/); the installers (re-run, without Rust, the users' part)
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
@@ -148,6 +149,16 @@ loom_model() {
 if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "loom model of the table (and the bug it catches)" loom_model || true
 fi
+
+# 1b. The copy engine's threads and lifetimes (include/upcxx_extra/nvshmem/copy_engine.hpp) with
+# stand-ins for CUDA and UPC++'s personas (tests/cxx/model/), under ThreadSanitizer.
+copy_engine_model() {
+  local out="$WORK/copy_engine_model_test"
+  g++ -std=c++17 -O1 -g -fsanitize=thread -Wall -Wextra -Werror -I "$ROOT/tests/cxx/model" -I "$ROOT/include" \
+    -I "$ROOT/tests/cxx" "$ROOT/tests/cxx/model/copy_engine_model_test.cpp" -o "$out" -pthread &&
+    TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$out" 200
+}
+step "copy engine model (stand-ins for CUDA and UPC++, ThreadSanitizer)" copy_engine_model || true
 
 # 1b. The installer: a re-run installs nothing and takes seconds; without Rust it stops first,
 # with the exact command, before anything else is installed.

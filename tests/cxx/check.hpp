@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include <upcxx/upcxx.hpp>
-#include "upcxx_extra/nvshmem.hpp"
+#include "upcxx_extra/nvshmem/error.hpp"
 
 namespace uxn_check {
 

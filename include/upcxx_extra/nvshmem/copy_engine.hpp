@@ -32,7 +32,9 @@
 #include <utility>
 #include <vector>
 
+#if defined(__linux__)
 #include <sys/prctl.h>
+#endif
 
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
@@ -204,9 +206,10 @@ public:
             device_scope on(device_);
             e = cudaStreamSynchronize(stream_);
         }
-        {  // the waiter has posted the completion of every copy handed to it
+        {  // the waiter has posted the completion of every copy handed to it so far
             std::unique_lock<std::mutex> lock(wait_mu_);
-            wait_cv_.wait(lock, [&] { return waiting_.empty() || !waiter_.joinable(); });
+            const std::size_t handed = handed_;
+            wait_cv_.wait(lock, [&] { return posted_ >= handed; });
         }
         if (e == cudaSuccess) return std::string();
         return std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
@@ -281,38 +284,54 @@ private:
     };
 
     // The waiter thread, started at the first copy handed to it. Copies land in the order they
-    // were issued (one stream) and are handed over in about that order (several personas may
-    // hand theirs over out of order), so it waits for the oldest one handed over; it posts each
-    // completion to the copy's initiator (lpc_ff is safe from any thread) and never touches the
-    // flight afterwards.
+    // were issued (one stream), but several personas may hand theirs over out of that order, so
+    // every period it checks each copy handed over and posts the completion of those that landed
+    // to their initiators (lpc_ff is safe from any thread). It never touches a flight after
+    // posting it, and posts under wait_mu_: the completion may free the engine, whose destructor
+    // takes wait_mu_ before it stops and joins the waiter. Returns false (the caller waits for
+    // the copy itself) when the thread cannot be started.
     bool hand_to_waiter(flight *f) {
         std::lock_guard<std::mutex> lock(wait_mu_);
-        if (!waiter_.joinable()) {
-            try {
-                waiter_ = std::thread([this] { wait_loop(); });
-            } catch (const std::system_error &) {
-                return false;
-            }
+        if (waiter_failed_) return false;
+        try {
+            waiting_.push_back(f);
+            if (!waiter_.joinable()) waiter_ = std::thread([this] { wait_loop(); });
+        } catch (...) {
+            if (!waiting_.empty() && waiting_.back() == f) waiting_.pop_back();
+            waiter_failed_ = !waiter_.joinable();
+            return false;
         }
-        waiting_.push_back(f);
+        handed_++;
         wait_cv_.notify_all();
         return true;
     }
     void wait_loop() {
+#if defined(__linux__)
         prctl(PR_SET_TIMERSLACK, 1000UL);  // this thread's sleeps end within 1 us of the period
-        cudaSetDevice(device_);
+#endif
+        // The heap's device: a first CUDA call on a new thread would otherwise set up device 0.
+        // Should this fail, the event queries below still work (CUDA allows another device).
+        (void)cudaSetDevice(device_);
         std::unique_lock<std::mutex> lock(wait_mu_);
         for (;;) {
             wait_cv_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
             if (waiting_.empty()) return;  // stop_
-            flight *f = waiting_.front();
+            for (auto it = waiting_.begin(); it != waiting_.end();) {
+                flight *f = *it;
+                const cudaError_t e = cudaEventQuery(f->event);
+                if (e == cudaErrorNotReady) {
+                    ++it;
+                    continue;
+                }
+                it = waiting_.erase(it);
+                f->initiator->lpc_ff([f, e] { complete(f, e); });
+                posted_++;
+                wait_cv_.notify_all();  // drain() waits for posted_
+            }
+            if (waiting_.empty()) continue;
             lock.unlock();
-            cudaError_t e;
-            while ((e = cudaEventQuery(f->event)) == cudaErrorNotReady) std::this_thread::sleep_for(waiter_period);
+            std::this_thread::sleep_for(waiter_period);
             lock.lock();
-            waiting_.pop_front();
-            f->initiator->lpc_ff([f, e] { complete(f, e); });
-            if (waiting_.empty()) wait_cv_.notify_all();  // drain() waits for this
         }
     }
 
@@ -325,9 +344,12 @@ private:
     std::atomic<std::size_t> fast_{0}, fallback_{0};
     std::atomic<bool> closed_{false};
     std::thread waiter_;            // started at the first copy handed to it; joined by the destructor
-    std::deque<flight *> waiting_;  // handed to the waiter, oldest first
+    std::deque<flight *> waiting_;  // handed to the waiter and not yet posted, in hand-over order
+    std::size_t handed_ = 0;        // copies handed to the waiter so far
+    std::size_t posted_ = 0;        // of those, whose completion it has posted
     bool stop_ = false;             // the destructor ends the waiter
-    std::mutex wait_mu_;            // waiter_ start, waiting_, stop_
+    bool waiter_failed_ = false;    // the thread could not be started: copies are waited for by their caller
+    std::mutex wait_mu_;            // all of the above
     std::condition_variable wait_cv_;
 };
 

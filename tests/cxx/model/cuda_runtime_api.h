@@ -1,0 +1,87 @@
+// A stand-in for the CUDA runtime, for copy_engine_model_test only (the real part cannot run
+// without a GPU): one stream whose copies land when the test (or its "GPU" thread) says so.
+// Every copy gets the next sequence number; an event recorded after it reports ready once
+// landed() has reached that number. Querying a destroyed event traps (a use after free).
+#ifndef UXN_MODEL_CUDA_RUNTIME_API_H
+#define UXN_MODEL_CUDA_RUNTIME_API_H
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+
+enum cudaError_t { cudaSuccess = 0, cudaErrorNotReady = 600, cudaErrorUnknown = 999 };
+enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+struct CUstream_st {};
+struct CUevent_st {
+    std::atomic<std::uint64_t> seq{0};
+    std::atomic<int> alive{1};
+};
+typedef CUstream_st *cudaStream_t;
+typedef CUevent_st *cudaEvent_t;
+
+namespace uxn_model {
+inline std::atomic<std::uint64_t> &issued() {  // copies issued on the stream so far
+    static std::atomic<std::uint64_t> v{0};
+    return v;
+}
+inline std::atomic<std::uint64_t> &landed() {  // copies landed so far (in order)
+    static std::atomic<std::uint64_t> v{0};
+    return v;
+}
+inline std::atomic<long> &queries() {  // cudaEventQuery calls
+    static std::atomic<long> v{0};
+    return v;
+}
+}  // namespace uxn_model
+
+inline const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "model error"; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int *d) {
+    *d = 0;
+    return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, int) {
+    *s = new CUstream_st;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, int) {
+    *e = new CUevent_st;
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    e->alive = 0;
+    delete e;
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *, const void *, std::size_t, cudaMemcpyKind, cudaStream_t) {
+    uxn_model::issued()++;
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    e->seq = uxn_model::issued().load();
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+    uxn_model::queries()++;
+    if (e->alive.load() != 1) __builtin_trap();
+    return uxn_model::landed().load() >= e->seq.load() ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    while (cudaEventQuery(e) == cudaErrorNotReady) std::this_thread::yield();
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    const std::uint64_t t = uxn_model::issued().load();
+    while (uxn_model::landed().load() < t) std::this_thread::yield();
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, int) { return cudaSuccess; }
+
+#endif
