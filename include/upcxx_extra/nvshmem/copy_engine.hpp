@@ -208,7 +208,7 @@ public:
         }
         {  // the waiter has posted the completion of every copy handed to it so far
             std::unique_lock<std::mutex> lock(wait_mu_);
-            const std::size_t handed = handed_;
+            const std::size_t handed = posted_ + waiting_.size();
             wait_cv_.wait(lock, [&] { return posted_ >= handed; });
         }
         if (e == cudaSuccess) return std::string();
@@ -301,7 +301,6 @@ private:
             waiter_failed_ = !waiter_.joinable();
             return false;
         }
-        handed_++;
         wait_cv_.notify_all();
         return true;
     }
@@ -345,8 +344,7 @@ private:
     std::atomic<bool> closed_{false};
     std::thread waiter_;            // started at the first copy handed to it; joined by the destructor
     std::deque<flight *> waiting_;  // handed to the waiter and not yet posted, in hand-over order
-    std::size_t handed_ = 0;        // copies handed to the waiter so far
-    std::size_t posted_ = 0;        // of those, whose completion it has posted
+    std::size_t posted_ = 0;        // copies whose completion the waiter has posted so far
     bool stop_ = false;             // the destructor ends the waiter
     bool waiter_failed_ = false;    // the thread could not be started: copies are waited for by their caller
     std::mutex wait_mu_;            // all of the above
