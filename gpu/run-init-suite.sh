@@ -46,7 +46,7 @@ run() {
 readme_ok() { grep -q "PE 0: b holds PE 1's bytes" "$1" && grep -q "PE 1: b holds PE 0's bytes" "$1"; }
 
 for NV in "${homes[@]}"; do
-  nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" | awk '{printf "%s.", $2}' | sed 's/\.$//')
+  nvver=$(uxn_nvshmem_version "$NV")
   for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
     U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/$REL-nvshmem$nvver"; tag="UPC++ $REL, NVSHMEM $nvver"
     rm -rf "$B"; mkdir -p "$B"

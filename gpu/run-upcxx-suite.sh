@@ -54,7 +54,7 @@ run() { # label env... program
 }
 for pass in build run; do
 for NV in "${homes[@]}"; do
-  nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
+  nvver=$(uxn_nvshmem_version "$NV")
   for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
     for TM in $THREADMODES; do
       U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-$REL-$TM-nvshmem$nvver"; mkdir -p "$B"
@@ -120,7 +120,7 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
   ngpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
   for pass in build run; do
   for NV in "${copy_homes[@]}"; do
-    nvver=$(grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$NV/include/non_abi/nvshmem_version.h" 2>/dev/null | awk '{printf "%s.", $2}' | sed 's/\.$//')
+    nvver=$(uxn_nvshmem_version "$NV")
     for REL in ${UXN_RELEASES:-2020.10.0 2023.9.0}; do
       for TM in ${UXN_COPY_THREADMODES:-seq par}; do
         for CM in ${UXN_COPY_CODEMODES:-opt debug}; do

@@ -71,6 +71,13 @@ EOF
   return 1
 }
 
+# The version (e.g. 3.4.5) of the NVSHMEM install HOME, from its nvshmem_version.h ("" when none).
+#   uxn_nvshmem_version HOME
+uxn_nvshmem_version() {
+  grep -ho 'NVSHMEM_VENDOR_\(MAJOR\|MINOR\|PATCH\)_VERSION [0-9]*' "$1/include/non_abi/nvshmem_version.h" 2>/dev/null |
+    awk '{printf "%s.", $2}' | sed 's/\.$//'
+}
+
 # The prologue of the GPU scripts of the UPC++ layer (gpu/run-upcxx-suite.sh, run-init-suite.sh):
 # prints the machine, lays out the UPC++ releases of UPCXX_DIR in OUTDIR/upcxx (exports CUDA_HOME
 # as setup.sh found it) and sets `homes` to the NVSHMEM installs to test: the machine's pip wheel,
