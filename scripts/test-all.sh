@@ -160,7 +160,7 @@ copy_engine_model() {
 }
 step "copy engine model (stand-ins for CUDA and UPC++, ThreadSanitizer)" copy_engine_model || true
 
-# 1b. The installer: a re-run installs nothing and takes seconds; without Rust it stops first,
+# 1c. The installer: a re-run installs nothing and takes seconds; without Rust it stops first,
 # with the exact command, before anything else is installed.
 installer_rerun() {
   local t0=$SECONDS out
@@ -269,6 +269,9 @@ if [ "$installed" = 1 ]; then
 
   # 6. The C++ layer against every real UPC++ release and threadmode.
   UPCXX_ROOT="${UXN_UPCXX_ROOT:-$CACHE/upcxx}"
+  UPCXX_RELEASES="2020.10.0 2023.9.0"
+  # Whether ../shared/upcxx was laid out in UPCXX_ROOT (else the UPC++ steps say SKIPPED).
+  have_upcxx() { [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1; }
   # What links the GPU programs: nvcc (on PATH, else the nvidia-cuda-nvcc wheel) and the CUDA
   # home (setup.sh's, else CUDA_HOME). Sets nvcc and cuda in the caller's locals.
   gpu_link_tools() {
@@ -294,8 +297,8 @@ if [ "$installed" = 1 ]; then
       cmake --build "$dir" -j "$JOBS" &&
       (cd "$dir" && ctest --output-on-failure)
   }
-  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1; then
-    for rel in 2020.10.0 2023.9.0; do
+  if have_upcxx; then
+    for rel in $UPCXX_RELEASES; do
       for tm in seq par; do
         step "C++ layer: UPC++ $rel $tm" cxx_layer "$rel" "$tm" || true
       done
@@ -371,8 +374,8 @@ if [ "$installed" = 1 ]; then
         { echo "the kernel program did not register NVSHMEM's device library on both ranks"; return 1; }
     fi
   }
-  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1 && [ -n "$UXN_NVSHMEM_ROOTS" ]; then
-    for rel in 2020.10.0 2023.9.0; do
+  if have_upcxx && [ -n "$UXN_NVSHMEM_ROOTS" ]; then
+    for rel in $UPCXX_RELEASES; do
       step "README: first program, UPC++ $rel (CMake, upcxx wrapper; 2 ranks fail together)" readme_first "$rel" || true
     done
     step "consumer: FetchContent, UPC++ 2023.9.0 (example + kernel program; fail together)" consumer FetchContent 2023.9.0 || true
@@ -417,8 +420,8 @@ if [ "$installed" = 1 ]; then
       if [ "$rc" != 77 ] && [ "$rc" != 0 ]; then echo "$prog (debug, $1 $2): exit $rc"; return 1; fi
     done
   }
-  if [ -d "$UPCXX_ROOT" ] && ls "$UPCXX_ROOT"/upcxx-*/bin/upcxx-meta >/dev/null 2>&1; then
-    for rel in 2020.10.0 2023.9.0; do
+  if have_upcxx; then
+    for rel in $UPCXX_RELEASES; do
       for tm in seq par; do
         step "copy tests, debug codemode: UPC++ $rel $tm" copy_tests_debug "$rel" "$tm" || true
       done
