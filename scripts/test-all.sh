@@ -7,13 +7,14 @@
 #   2. CMake configure / build / install into a temporary prefix
 #   3. c_tests built against the installed prefix, ctest under mpiexec (1, 2, 4 ranks)
 #   4. the same under AddressSanitizer, against a MOVED copy of the prefix (relocatability)
-#   5. pkg-config smoke check (against the moved copy)
+#   5. pkg-config smoke check (against the moved copy); a consumer with a wrong UPCXX_INSTALL: CMake's
+#      fatal message names UPC++ first
 #   6. the C++ layer (tests/cxx) against each real UPC++ release x threadmode laid out by
 #      ../shared/upcxx/setup.sh in $UXN_UPCXX_ROOT: header alone (-Wall -Wextra -Werror), the CPU
 #      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
 #      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
-#   7. README's first program (its marked blocks, built with CMake and with the upcxx wrapper) and
-#      tests/consumer (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without
+#   7. README's first program (its marked blocks verbatim, in an env -i shell: built with CMake and
+#      with the upcxx wrapper) and tests/consumer (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without
 #      a GPU, they must fail together; skipped, visibly, when there is no UPC++
 #
 # Environment (all optional; defaults from the cache that .ci/run fills):
@@ -240,6 +241,26 @@ C
     env -u LD_LIBRARY_PATH "$dir/smoke"
 }
 
+# A consumer configured with a wrong UPCXX_INSTALL: CMake's fatal reason names UPC++ (and
+# UPCXX_INSTALL) first, before the CUDA headers that a missing UPC++ also loses.
+wrong_upcxx_install() {
+  local dir="$WORK/wrong-upcxx" out rc=0 reason
+  rm -rf "$dir"; mkdir -p "$dir/src"
+  cat > "$dir/src/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.20)
+project(wrong_upcxx LANGUAGES CXX)
+find_package(UpcxxExtraNvshmem 0.1 CONFIG REQUIRED COMPONENTS cxx nvshmem)
+CMAKE
+  out="$(env -u UPCXX_INSTALL -u CUDA_HOME cmake -S "$dir/src" -B "$dir/build" -DCMAKE_PREFIX_PATH="$MOVED" \
+    -DUPCXX_INSTALL="$dir/no-such-upcxx" -DNVSHMEM_HOME="$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")" 2>&1)" || rc=$?
+  echo "$out" | sed 's/^/   | /'
+  [ "$rc" -ne 0 ] || { echo "configure succeeded with UPCXX_INSTALL=$dir/no-such-upcxx"; return 1; }
+  reason="$(echo "$out" | sed -n '/Reason given by package:/,$p' | tr -s ' \n' ' ')"
+  echo "$reason" | grep -q "Reason given by package: component cxx .*UPC++ not found (UPCXX_INSTALL=$dir/no-such-upcxx is not a UPC++ install" ||
+    { echo "the fatal reason does not begin with UPC++ and UPCXX_INSTALL"; return 1; }
+  [ "$(echo "$out" | grep -c "Found UPCXX")" = 0 ] || { echo "a 'Found UPCXX' line"; return 1; }
+}
+
 if [ "$installed" = 1 ]; then
   # 3. C tests against the installed prefix.
   step "c_tests (ctest)" c_tests "$WORK/c_tests" "$PREFIX" || true
@@ -249,6 +270,7 @@ if [ "$installed" = 1 ]; then
   fi
   # 5. pkg-config.
   step "pkg-config smoke" pkgconfig_smoke || true
+  step "CMake: a wrong UPCXX_INSTALL gets a fatal message that names UPC++ first" wrong_upcxx_install || true
 
   # ---- doctor runs: reserved for upcxx-nvshmem-doctor checks (e.g. the doctor run against each
   # ---- of $UXN_NVSHMEM_ROOTS); the installed binary is "$PREFIX/bin/upcxx-nvshmem-doctor".
@@ -330,18 +352,47 @@ if [ "$installed" = 1 ]; then
     done
     echo "$what: every rank failed with rank 0's error (exit $rc)"
   }
+  # The README's first program as a newcomer runs it: its blocks verbatim, in a shell with nothing
+  # set but HOME and PATH (env -i), the settings for a machine without a GPU. Stand-ins for what the
+  # newcomer has: a clone whose ./install is the test prefix (the quickstart's), and a HOME whose
+  # ~/.cache/upcxx-extra-nvshmem holds the cache's NVSHMEM and UPC++ layout (links), so that
+  # ~/first is made in the work directory. The files main.cpp and CMakeLists.txt are copied in
+  # where the README says to write them; for UPC++ 2020.10.0 the settings name it instead of
+  # 2023.9.0 (the only change).
   readme_first() { # release
-    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/readme-$1" cuda="$UPCXX_ROOT/cuda-home" how rc
-    local newest="${UXN_NVSHMEM_ROOTS##*:}"
-    [ -x "$u/bin/upcxx-meta" ] && [ -n "$newest" ] || { echo "no UPC++ $1 or no NVSHMEM"; return 1; }
+    local dir="$WORK/readme-$1" rc how
+    [ -x "$UPCXX_ROOT/upcxx-$1/bin/upcxx-meta" ] || { echo "no UPC++ $1 in $UPCXX_ROOT"; return 1; }
+    [ -e "$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")/lib/libnvshmem_host.so.3" ] ||
+      { echo "no NVSHMEM $UXN_NVSHMEM_DEFAULT in the cache (the quickstart's)"; return 1; }
+    grep -q "nvshmem/$UXN_NVSHMEM_DEFAULT/nvidia/nvshmem" README.md ||
+      { echo "README's settings do not name NVSHMEM $UXN_NVSHMEM_DEFAULT (scripts/common.sh UXN_NVSHMEM_DEFAULT)"; return 1; }
     rm -rf "$dir"
-    python3 scripts/readme-blocks.py README.md "$dir" || return 1
-    local envs=(PREFIX="$MOVED" UPCXX_INSTALL="$u" NVSHMEM_HOME="$newest" CUDA_HOME="$cuda")
+    mkdir -p "$dir/clone" "$dir/home/.cache/upcxx-extra-nvshmem"
+    python3 scripts/readme-blocks.py README.md "$dir/blocks" || return 1
+    cp -a "$MOVED" "$dir/clone/install"
+    ln -s "$CACHE/nvshmem" "$dir/home/.cache/upcxx-extra-nvshmem/nvshmem"
+    ln -s "$UPCXX_ROOT" "$dir/home/.cache/upcxx-extra-nvshmem/upcxx"
+    local b="$dir/blocks/first"
+    [ "$1" = 2023.9.0 ] || sed -i "s/upcxx-2023\.9\.0/upcxx-$1/" "$b/no-gpu.sh"
+    cat > "$dir/newcomer.sh" <<'SH'
+# newcomer.sh CLONE BLOCKS HOW LOG: the README's blocks in order, as one shell session.
+set -e
+cd "$1"
+. "$2/settings.sh"
+. "$2/no-gpu.sh"
+. "$2/folder.sh"
+cp "$2/main.cpp" "$2/CMakeLists.txt" .          # the README: "main.cpp", "CMakeLists.txt"
+set -x
+. "$2/build-$3.sh"
+set +x
+rc=0
+timeout 120 bash "$2/run-$3.sh" > "$4" 2>&1 || rc=$?
+exit "$rc"
+SH
     for how in cmake upcxx; do
-      (cd "$dir/first" && env "${envs[@]}" bash -ex "build-$how.sh") || { echo "README first program: build ($how) failed"; return 1; }
       rc=0
-      (cd "$dir/first" && env "${envs[@]}" LD_LIBRARY_PATH="$cuda/lib64/stubs" timeout 120 bash "run-$how.sh") \
-        > "$dir/run-$how.log" 2>&1 || rc=$?
+      env -i HOME="$dir/home" PATH="$PATH" bash "$dir/newcomer.sh" "$dir/clone" "$b" "$how" "$dir/run-$how.log" || rc=$?
+      [ -e "$dir/run-$how.log" ] || { echo "README first program ($how, UPC++ $1): the build failed (exit $rc)"; return 1; }
       fail_together "$dir/run-$how.log" "$rc" 2 "README first program ($how, UPC++ $1)" || return 1
     done
   }
