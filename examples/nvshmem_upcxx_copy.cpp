@@ -8,19 +8,8 @@
 // bootstrap broadcast by UPC++: no MPI) and finalised by upcxx::extra::nvshmem_finalize().
 //
 // A host-only program (no kernels): any C++17 compiler, no nvcc, no NVSHMEM device library.
-// Build with CMake (upcxx-extra-nvshmem installed in $PREFIX, UPC++ in $UPCXX_INSTALL, NVSHMEM in
-// $NVSHMEM_HOME: an install or the nvidia/nvshmem folder of the pip wheel):
-//   find_package(UpcxxExtraNvshmem CONFIG REQUIRED COMPONENTS cxx nvshmem)
-//   add_executable(nvshmem_upcxx_copy nvshmem_upcxx_copy.cpp)
-//   target_link_libraries(nvshmem_upcxx_copy PRIVATE UpcxxExtraNvshmem::upcxx_extra_nvshmem_cxx
-//                                                    UpcxxExtraNvshmem::nvshmem)
-//   cmake -S . -B build -DCMAKE_PREFIX_PATH=$PREFIX -DUPCXX_INSTALL=$UPCXX_INSTALL -DNVSHMEM_HOME=$NVSHMEM_HOME
-// or with the upcxx wrapper, one command ($CUDA_HOME/include/cccl holds the CCCL headers that
-// nvshmem.h includes with CUDA 13):
-//   $UPCXX_INSTALL/bin/upcxx -O2 -std=c++17 nvshmem_upcxx_copy.cpp -o nvshmem_upcxx_copy
-//     -I$PREFIX/include -I$NVSHMEM_HOME/include -I$CUDA_HOME/include -I$CUDA_HOME/include/cccl
-//     -L$PREFIX/lib -lupcxx_extra_nvshmem -L$NVSHMEM_HOME/lib -l:libnvshmem_host.so.3
-//     -Wl,-rpath,$PREFIX/lib -Wl,-rpath,$NVSHMEM_HOME/lib -ldl
+// Build: examples/CMakeLists.txt (find_package(UpcxxExtraNvshmem ... COMPONENTS cxx nvshmem));
+// examples/README.md has the commands, with CMake and with the upcxx wrapper.
 // Run (smp conduit, one GPU per rank):
 //   UPCXX_SHARED_HEAP_SIZE=1GB $UPCXX_INSTALL/bin/upcxx-run -n 2 ./nvshmem_upcxx_copy [elements]
 // README.md, "Your first UPC++ + NVSHMEM program", says the same step by step.

@@ -425,10 +425,25 @@ SH
         { echo "the kernel program did not register NVSHMEM's device library on both ranks"; return 1; }
     fi
   }
+  # examples/ as a CMake project against the installed package (examples/README.md's commands),
+  # UPC++ 2023.9.0, the default NVSHMEM: every example built (UXN_EXAMPLES_REQUIRE_ALL),
+  # translate_demo passes on the CPU, nvshmem_upcxx_copy on 2 ranks without a GPU fails together.
+  examples_build() {
+    local dir="$WORK/examples" u="$UPCXX_ROOT/upcxx-2023.9.0" rc=0
+    rm -rf "$dir"
+    cmake -S "$ROOT/examples" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" -DUPCXX_INSTALL="$u" \
+      -DNVSHMEM_HOME="$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT")" -DUXN_EXAMPLES_REQUIRE_ALL=ON &&
+      cmake --build "$dir" -j "$JOBS" || return 1
+    "$dir/translate_demo" || { echo "translate_demo failed"; return 1; }
+    UPCXX_SHARED_HEAP_SIZE=1GB LD_LIBRARY_PATH="$UPCXX_ROOT/cuda-home/lib64/stubs" timeout 120 \
+      "$u/bin/upcxx-run" -n 2 "$dir/nvshmem_upcxx_copy" > "$dir/example.log" 2>&1 || rc=$?
+    fail_together "$dir/example.log" "$rc" 2 "examples/nvshmem_upcxx_copy (UPC++ 2023.9.0)"
+  }
   if have_upcxx && [ -n "$UXN_NVSHMEM_ROOTS" ]; then
     for rel in $UPCXX_RELEASES; do
       step "README: first program, UPC++ $rel (CMake, upcxx wrapper; 2 ranks fail together)" readme_first "$rel" || true
     done
+    step "examples/: CMake project against the install (translate_demo passes; nvshmem_upcxx_copy fails together)" examples_build || true
     step "consumer: FetchContent, UPC++ 2023.9.0 (example + kernel program; fail together)" consumer FetchContent 2023.9.0 || true
     step "consumer: add_subdirectory, UPC++ 2020.10.0 (example + kernel program; fail together)" consumer add_subdirectory 2020.10.0 || true
   else
