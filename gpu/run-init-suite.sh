@@ -11,18 +11,22 @@
 #      nvshmem_init through NVSHMEM's device library; a kernel's nvshmem_int_p read back by UPC++)
 #      and the example (host-only build). NVSHMEM releases without libnvshmem_device.a skip the
 #      kernel program.
-#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
+#   [UXN_PREFIX=<install prefix of this library>] UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
 #   [UXN_NVSHMEM_TARBALLS="a.tar.xz ..."] [CUDA_ARCH=90] gpu/run-init-suite.sh [outdir]
+# UXN_PREFIX defaults to the quickstart's ./install; CUDA_ARCH (compute capability, e.g. 90, or
+# native) to the GPU's own (nvidia-smi).
 # Prints the runs' lines and one SUMMARY line per run; exit status 0 when every run passed.
 set -u
 OUTDIR=${1:-/tmp/uxn-init}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
-UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
-ARCH=${CUDA_ARCH:-90}
 . "$ROOT/scripts/common.sh"
+PREFIX=${UXN_PREFIX:-$UXN_QUICKSTART_PREFIX}
+[ -e "$PREFIX/lib/libupcxx_extra_nvshmem.so" ] || { echo "no upcxx-extra-nvshmem in $PREFIX: run ./scripts/quickstart.sh, or set UXN_PREFIX" >&2; exit 2; }
+UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
+ARCH=${CUDA_ARCH:-$(uxn_gpu_arch)}; ARCH=${ARCH#sm_}
+echo "CUDA architecture: $ARCH"
 uxn_gpu_env
 
 # The machine, the UPC++ layout (CUDA_HOME) and the NVSHMEM installs to test (homes).

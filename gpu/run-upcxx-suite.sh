@@ -3,8 +3,10 @@
 # against each real UPC++ release (../shared/upcxx, carried with its setup.sh) and each NVSHMEM
 # (the machine's, and others carried as .tar.xz of lib/ + include/), run on 2 ranks (smp conduit,
 # one GPU each) with CUDA VMM on and off.
-#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
-#   UXN_NVSHMEM_TARBALLS="a.tar.xz ..." gpu/run-upcxx-suite.sh [outdir]
+#   [UXN_PREFIX=<install prefix of this library>] UXN_UPCXX_DIR=<dir with setup.sh + tarballs> \
+#   [UXN_NVSHMEM_TARBALLS="a.tar.xz ..."] [CUDA_ARCH=90] gpu/run-upcxx-suite.sh [outdir]
+# UXN_PREFIX defaults to the quickstart's ./install; CUDA_ARCH (compute capability, e.g. 90, or
+# native) to the GPU's own (nvidia-smi).
 # UXN_RANKS (default 2: one GPU each), UXN_THREADMODES (default seq), UXN_RELEASES (default both),
 # UXN_COPY_MAX_BYTES (1 GiB); UXN_BASELINE_PREFIX (+ UXN_BASELINE_ROUNDS, 3): hpp_test's BENCH
 # alternating between this library and another build of it (an install prefix), in the same run;
@@ -15,10 +17,21 @@
 set -u
 OUTDIR=${1:-/tmp/uxn-upcxx}
 mkdir -p "$OUTDIR"
-PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
+OUTDIR=$(cd "$OUTDIR" && pwd)
+# Paths given relative to the caller's folder, made absolute before the cd to the clone.
+for _v in UXN_PREFIX UXN_UPCXX_DIR UXN_BASELINE_PREFIX NVSHMEM_HOME; do
+  if [ -n "${!_v:-}" ] && [ -d "${!_v}" ]; then printf -v "$_v" '%s' "$(cd "${!_v}" && pwd)"; fi
+done
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/common.sh
+PREFIX=${UXN_PREFIX:-$UXN_QUICKSTART_PREFIX}
+[ -e "$PREFIX/lib/libupcxx_extra_nvshmem.so" ] || { echo "no upcxx-extra-nvshmem in $PREFIX: run ./scripts/quickstart.sh, or set UXN_PREFIX" >&2; exit 2; }
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
 THREADMODES=${UXN_THREADMODES:-seq}
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
+ARCH=${CUDA_ARCH:-$(uxn_gpu_arch)}; ARCH=${ARCH#sm_}
+# tests/cxx/build-upcxx-program.sh links for CUDA_ARCH, in nvcc's form (sm_90, native).
+CUDA_ARCH=$(uxn_nvcc_arch "$ARCH"); export CUDA_ARCH
+echo "CUDA architecture: $CUDA_ARCH"
 uxn_gpu_env
 [ -n "${UXN_ALLOW_SHARED_GPU:-}" ] && export UXN_ALLOW_SHARED_GPU
 

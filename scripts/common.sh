@@ -27,6 +27,18 @@ uxn_gpu_env() {
   export UPCXX_SHARED_HEAP_SIZE="${UPCXX_SHARED_HEAP_SIZE:-1GB}"
 }
 
+# The GPU scripts' defaults: the library installed where ./scripts/quickstart.sh installs it (the
+# clone's ./install), and code built for the GPU found: the compute capability of GPU 0 as
+# nvidia-smi reports it (9.0 -> 90), else "native" (nvcc -arch=native, CMAKE_CUDA_ARCHITECTURES=native).
+UXN_QUICKSTART_PREFIX="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/install"
+uxn_gpu_arch() {
+  local cc
+  cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
+  case "$cc" in [1-9][0-9]|[1-9][0-9][0-9]) echo "$cc" ;; *) echo native ;; esac
+}
+# nvcc's -arch for uxn_gpu_arch's answer ($1): sm_90, or native.
+uxn_nvcc_arch() { case "$1" in native) echo native ;; *) echo "sm_$1" ;; esac; }
+
 # The NVSHMEM root (.../nvidia/nvshmem) of release $1 in the cache: the cu12 wheels in nvshmem/,
 # the cu13 ones in nvshmem-cu13/ ($2: the CUDA major version, default 12).
 uxn_nvshmem_root() {
@@ -42,27 +54,48 @@ uxn_have_rust() {
   [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$UXN_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$UXN_RUST_MIN" ]
 }
 
-# The command that installs Rust with rustup's standard installer (into ~/.rustup and ~/.cargo).
+# What the tests need of Rust beyond the compiler and cargo: cargo fmt and cargo clippy.
+UXN_RUST_TEST_COMPONENTS="rustfmt clippy"
+# The rustup arguments: the minimal profile (rustc, cargo, the standard library), and for the
+# tests ($1 = tests) the components rustfmt and clippy too.
+uxn_rustup_args() {
+  local a="-y --profile minimal"
+  [ "${1:-}" = tests ] && a="$a --component ${UXN_RUST_TEST_COMPONENTS// /,}"
+  echo "$a"
+}
+# The command that installs Rust with rustup's standard installer (into ~/.rustup and ~/.cargo);
+# $1 = tests: with rustfmt and clippy.
 uxn_rust_install_cmd() {
-  echo "curl --proto '=https' --tlsv1.2 -sSf $UXN_RUSTUP_URL | sh -s -- -y --profile minimal"
+  echo "curl --proto '=https' --tlsv1.2 -sSf $UXN_RUSTUP_URL | sh -s -- $(uxn_rustup_args "${1:-}")"
 }
 
 # Makes sure Rust >= UXN_RUST_MIN is there: installs it with rustup's standard installer (into
 # ~/.rustup and ~/.cargo, no root) when it can reach it, else stops with the exact command.
+# $1 = tests: rustfmt and clippy too (added with rustup to a Rust that lacks them).
 uxn_ensure_rust() {
+  local cmd
+  cmd="$(uxn_rust_install_cmd "${1:-}")"
   if uxn_have_rust; then
     echo "Rust: $(rustc --version) (>= $UXN_RUST_MIN)"
+    if [ "${1:-}" = tests ] && ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then
+      if command -v rustup >/dev/null 2>&1; then
+        echo "Rust: adding the components the tests need: rustup component add $UXN_RUST_TEST_COMPONENTS"
+        # shellcheck disable=SC2086
+        rustup component add $UXN_RUST_TEST_COMPONENTS || return 1
+      else
+        echo "Rust: no cargo fmt or cargo clippy, and no rustup to add them: those two tests will fail" >&2
+      fi
+    fi
     return 0
   fi
-  local cmd
-  cmd="$(uxn_rust_install_cmd)"
   if command -v curl >/dev/null 2>&1 && curl --proto '=https' --tlsv1.2 -sSf --max-time 20 -o /dev/null "$UXN_RUSTUP_URL" 2>/dev/null; then
     echo "Rust: none >= $UXN_RUST_MIN on PATH; installing it with rustup: $cmd"
-    curl --proto '=https' --tlsv1.2 -sSf "$UXN_RUSTUP_URL" | sh -s -- -y --profile minimal || return 1
+    # shellcheck disable=SC2046
+    curl --proto '=https' --tlsv1.2 -sSf "$UXN_RUSTUP_URL" | sh -s -- $(uxn_rustup_args "${1:-}") || return 1
     uxn_have_rust && echo "Rust: $(rustc --version)" && return 0
   fi
   cat >&2 <<EOF
-Rust >= $UXN_RUST_MIN is needed (cargo builds the library), and none is on PATH${1:+ ($1)}.
+Rust >= $UXN_RUST_MIN is needed (cargo builds the library), and none is on PATH.
 The rustup installer at $UXN_RUSTUP_URL cannot be reached from here. Install Rust, then run this again:
     $cmd
 (or: your site's module, e.g. 'module load rust', or 'spack install rust', giving rustc >= $UXN_RUST_MIN)

@@ -7,9 +7,9 @@
 #                    cmake, make, g++, binutils, pkg-config, and ONE NVSHMEM for the doctor: release
 #                    UXN_NVSHMEM_DEFAULT of nvidia-nvshmem-cu${UXN_NVSHMEM_CUDA:-12}
 #                    (UXN_NVSHMEM_CUDA=13 takes the cu13 wheel: README, "Which NVSHMEM wheel").
-#   UXN_DEPS=tests   (the default; .ci/run) the above, and what the tests need: Open MPI, clang and
-#                    libclang (one Rust test), every NVSHMEM release the tests use, CUDA headers,
-#                    and, with ../shared/upcxx, the UPC++ layout and nvcc.
+#   UXN_DEPS=tests   (the default; .ci/run) the above, and what the tests need: Rust's rustfmt and
+#                    clippy, Open MPI, clang and libclang (one Rust test), every NVSHMEM release the
+#                    tests use, CUDA headers, and, with ../shared/upcxx, the UPC++ layout and nvcc.
 #
 # Source it to get the environment the tests use:
 #   . scripts/install-deps.sh
@@ -33,7 +33,8 @@ case "$UXN_NVSHMEM_CUDA" in
 esac
 
 # --- Rust first: without it nothing else is worth installing ----------------------------------
-uxn_ensure_rust || { return 1 2>/dev/null || exit 1; }
+# (the tests: with rustfmt and clippy, for cargo fmt --check and cargo clippy)
+if [ "$DEPS" = tests ]; then uxn_ensure_rust tests; else uxn_ensure_rust; fi || { return 1 2>/dev/null || exit 1; }
 
 # --- system packages: only what is missing, never an upgrade -------------------------------
 #   cmake, make, g++        the CMake build (and the C/C++ tests: header hygiene compiles C++17)

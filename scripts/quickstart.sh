@@ -27,5 +27,5 @@ cc -std=c11 -Wall -Wextra -o build/translate_demo examples/translate_demo.c \
   $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags --libs upcxx-extra-nvshmem)
 ./build/translate_demo
 echo
-echo "== upcxx-nvshmem-doctor on the NVSHMEM $UXN_NVSHMEM_DEFAULT (nvidia-nvshmem-cu$UXN_NVSHMEM_CUDA) that install-deps.sh installed"
+echo "== upcxx-nvshmem-doctor on the NVSHMEM $UXN_NVSHMEM_DEFAULT (nvidia-nvshmem-cu$UXN_NVSHMEM_CUDA) that this quickstart installed in $UXN_CACHE"
 "$PREFIX/bin/upcxx-nvshmem-doctor" "$(uxn_nvshmem_root "$UXN_NVSHMEM_DEFAULT" "$UXN_NVSHMEM_CUDA")/lib/libnvshmem_host.so.3"

@@ -40,7 +40,7 @@ if ! uxn_have_rust; then
   cat >&2 <<EOF
 test-all.sh: Rust >= $UXN_RUST_MIN is needed (cargo builds and tests the library), and none is on PATH.
 Install it, then run this again:
-    $(uxn_rust_install_cmd)
+    $(uxn_rust_install_cmd tests)
 (or: bash scripts/install-deps.sh, which installs it and the tests' other dependencies)
 Nothing was run.
 EOF
@@ -115,7 +115,7 @@ if [ "${UXN_SKIP_CARGO_TEST:-0}" != 1 ]; then
   step "benches build (cargo check --benches)" cargo check --locked --benches || true
   # Formatting (rustfmt.toml) and lints, -D warnings: the library and macros/, and loom/ as
   # the model compiles it.
-  # (rustup's minimal profile has neither tool: `rustup component add rustfmt clippy`.)
+  # (scripts/install-deps.sh installs both: rustup's --component rustfmt,clippy.)
   rust_fmt() { cargo fmt --all -- --check && (cd loom && cargo fmt -- --check) && (cd fuzz && cargo fmt -- --check); }
   rust_clippy() {
     cargo clippy --workspace --all-targets --locked -- -D warnings &&
@@ -181,7 +181,7 @@ without_rust() { # script said never
   mkdir -p "$WORK/no-rust-home"
   out="$(env PATH="$p" HOME="$WORK/no-rust-home" UXN_RUSTUP_URL=https://127.0.0.1:9/rustup-init.sh bash "$1" 2>&1)"; rc=$?
   echo "$out" | sed 's/^/   /'
-  [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal" &&
+  [ "$rc" -ne 0 ] && echo "$out" | grep -q "curl --proto '=https' --tlsv1.2 -sSf https://127.0.0.1:9/rustup-init.sh | sh -s -- -y --profile minimal --component rustfmt,clippy" &&
     echo "$out" | grep -q "$2" && ! echo "$out" | grep -q "$3"
 }
 installer_without_rust() { without_rust scripts/install-deps.sh "Nothing else was installed" "^apt:\|nvidia-nvshmem"; }
