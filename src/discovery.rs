@@ -200,10 +200,10 @@ fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what
     if !lib.contains_writable(addr, PREFIX_LEN) {
         crate::fail!(UnsupportedLayout, "{what} at 0x{addr:x} is not inside a loaded writable segment of {}", lib.path.display());
     }
-    if let Some(sz) = symbol_size {
-        if sz < PREFIX_LEN {
-            crate::fail!(UnsupportedLayout, "{what} is {sz} bytes, smaller than the {PREFIX_LEN} bytes read");
-        }
+    // Aligned, and a size the version field can describe (a hostile file's st_size can be
+    // anything, 2^64-1 included).
+    if let Err(m) = layout::check_state_symbol(addr, symbol_size.map(|s| s as u64)) {
+        crate::fail!(UnsupportedLayout, "{what} {m}");
     }
     let fields = StateFields::decode(&read_host_prefix(addr));
     // Before nvshmem_init the state is all zeros (it lives in .bss and NVSHMEM fills it at init):

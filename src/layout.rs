@@ -23,6 +23,27 @@ pub const PREFIX_LEN: usize = 72;
 /// The major part of the version field (`1 << 16`).
 pub const VERSION_MAJOR_TAG: u32 = 1 << 16;
 
+/// The largest state the version field can describe: it holds the size in its low 16 bits.
+pub const MAX_STATE_SIZE: u64 = 0xffff;
+/// The state's alignment (it holds pointers); a symbol at another address is not the state.
+pub const STATE_ALIGN: usize = 8;
+
+/// Checks the symbol that is to hold the state before anything is read from it: its address is
+/// aligned as the struct is, and its size (when known) covers the bytes read and is one the
+/// version field can describe. Checked arithmetic only: the values come from a file.
+pub fn check_state_symbol(addr: usize, size: Option<u64>) -> Result<(), String> {
+    if addr % STATE_ALIGN != 0 {
+        return Err(format!("is at 0x{addr:x}, not {STATE_ALIGN}-byte aligned as the state (which holds pointers) is"));
+    }
+    match size {
+        Some(sz) if sz < PREFIX_LEN as u64 => Err(format!("is {sz} bytes, smaller than the {PREFIX_LEN} bytes read")),
+        Some(sz) if sz > MAX_STATE_SIZE => {
+            Err(format!("is {sz} bytes (st_size), more than the {MAX_STATE_SIZE} bytes the state's version field can describe"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The fields read from the state, decoded from its first [`PREFIX_LEN`] bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StateFields {
@@ -70,7 +91,7 @@ pub fn check_version(version: u32, symbol_size: Option<usize>) -> Result<usize, 
         Some(size) if size != claimed => Err(format!(
             "version field 0x{version:x} claims a {claimed}-byte state but the symbol is {size} bytes \
              (expected version 0x{:x})",
-            VERSION_MAJOR_TAG as usize + size
+            u128::from(VERSION_MAJOR_TAG) + size as u128
         )),
         _ => Ok(claimed),
     }
@@ -88,6 +109,19 @@ mod tests {
         assert!(check_version(0x20000 + 776, Some(776)).is_err());
         assert!(check_version(0x10000 + 16, None).unwrap_err().contains("smaller"));
         assert!(check_version(0, None).is_err());
+        // A symbol size from a hostile file: no overflow, a message.
+        assert!(check_version(0x10000 + 776, Some(usize::MAX)).unwrap_err().contains(&format!("0x{:x}", 0x10000u128 + usize::MAX as u128)));
+    }
+
+    #[test]
+    fn state_symbol_checks() {
+        assert_eq!(check_state_symbol(0x1000, Some(848)), Ok(()));
+        assert_eq!(check_state_symbol(0x1000, None), Ok(()));
+        assert!(check_state_symbol(0x1001, Some(848)).unwrap_err().contains("not 8-byte aligned"));
+        assert!(check_state_symbol(0x1004, None).unwrap_err().contains("not 8-byte aligned"));
+        assert!(check_state_symbol(0x1000, Some(u64::MAX)).unwrap_err().contains("more than the 65535 bytes"));
+        assert!(check_state_symbol(0x1000, Some(0x10000)).is_err());
+        assert!(check_state_symbol(0x1000, Some(16)).unwrap_err().contains("smaller than the 72 bytes read"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub struct Segment {
     pub start: usize,
     pub end: usize,
     pub writable: bool,
+    pub executable: bool,
 }
 
 /// The NVSHMEM host library as loaded in this process.
@@ -69,6 +70,51 @@ impl LoadedLibrary {
     /// Does `[addr, addr + len)` lie inside one loaded writable segment of this library?
     pub fn contains_writable(&self, addr: usize, len: usize) -> bool {
         self.segments.iter().any(|s| s.writable && addr >= s.start && addr.checked_add(len).is_some_and(|e| e <= s.end))
+    }
+
+    /// Is `addr` inside one loaded executable segment of this library?
+    pub fn in_executable(&self, addr: usize) -> bool {
+        self.segments.iter().any(|s| s.executable && addr >= s.start && addr < s.end)
+    }
+
+    /// Is `addr` (a `dlsym` result) a function of this library: inside one of its executable
+    /// segments and, where the loader can say (`dladdr1`), the symbol there is `STT_FUNC` or
+    /// `STT_GNU_IFUNC`? A data symbol that has a function's name is never called.
+    #[allow(unsafe_code)]
+    pub fn is_function(&self, addr: usize) -> bool {
+        if addr == 0 || !self.in_executable(addr) {
+            return false;
+        }
+        #[cfg(target_env = "gnu")]
+        {
+            const RTLD_DL_SYMENT: c_int = 1;
+            const STT_FUNC: u8 = 2;
+            const STT_GNU_IFUNC: u8 = 10;
+            // SAFETY: an all-zero Dl_info is a valid out-parameter.
+            let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+            let mut sym: *mut c_void = std::ptr::null_mut();
+            // SAFETY: valid out-parameters; dladdr1 only reads the loader's tables.
+            let found = unsafe { libc::dladdr1(addr as *const c_void, &mut info, &mut sym, RTLD_DL_SYMENT) } != 0;
+            if found && !sym.is_null() {
+                // SAFETY: with RTLD_DL_SYMENT, `sym` points to the ElfW(Sym) the loader matched.
+                let s = unsafe { &*(sym as *const libc::Elf64_Sym) };
+                let typ = s.st_info & 0xf;
+                // The symbol at exactly this address says what it is. (An IFUNC's dlsym result
+                // is its implementation, which need not be a dynamic symbol: the nearest one
+                // below it says nothing then.)
+                if info.dli_saddr as usize == addr {
+                    return typ == STT_FUNC || typ == STT_GNU_IFUNC;
+                }
+            }
+        }
+        true
+    }
+
+    /// `dlsym` of a function: NULL when the symbol is not exported or is not a function
+    /// ([`Self::is_function`]).
+    pub fn function(&self, name: &CStr) -> *mut c_void {
+        let p = self.dlsym(name);
+        if self.is_function(p as usize) { p } else { std::ptr::null_mut() }
     }
 
     /// `dlsym` in this library; NULL when the symbol is not exported.
@@ -155,7 +201,12 @@ unsafe extern "C" fn phdr_callback(info: *mut libc::dl_phdr_info, _size: libc::s
         let ph = unsafe { &*info.dlpi_phdr.add(i) };
         if ph.p_type == libc::PT_LOAD {
             let start = bias.wrapping_add(ph.p_vaddr as usize);
-            segments.push(Segment { start, end: start + ph.p_memsz as usize, writable: ph.p_flags & libc::PF_W != 0 });
+            segments.push(Segment {
+                start,
+                end: start.saturating_add(ph.p_memsz as usize),
+                writable: ph.p_flags & libc::PF_W != 0,
+                executable: ph.p_flags & libc::PF_X != 0,
+            });
         }
     }
     let hit =
@@ -210,11 +261,20 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
     Some(lib)
 }
 
+/// The start of [`open_file`]'s error when the file was refused before `dlopen`.
+pub const NOT_LOADED: &str = "not loaded: ";
+
 /// Opens a library file for inspection (the doctor): `dlopen(RTLD_NOW | RTLD_LOCAL)`, without
-/// initialising NVSHMEM. Err carries `dlerror()`.
+/// initialising NVSHMEM. The file is first opened as a regular file only and its ELF headers are
+/// checked against it ([`crate::elf::check_image`]); a file refused there is never given to
+/// `dlopen` (Err starts with [`NOT_LOADED`]). Else Err carries `dlerror()`.
 #[allow(unsafe_code)]
 pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let checked = crate::elf::open_regular(&canonical).and_then(|f| crate::elf::check_file(&f));
+    if let Err(p) = checked {
+        return Err(format!("{NOT_LOADED}{}", p.describe(path)));
+    }
     let cpath = CString::new(canonical.as_os_str().as_encoded_bytes()).map_err(|_| "path contains NUL".to_string())?;
     // SAFETY: loading a library runs its constructors; that is what inspecting it requires.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -245,8 +305,9 @@ pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
 
 macro_rules! sym {
     ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.dlsym($name);
-        // SAFETY: the symbol, when present, is the public NVSHMEM function of this signature.
+        let p = $lib.function($name);
+        // SAFETY: the symbol, when present, is a function (checked by `function`); the public
+        // NVSHMEM function of this signature.
         if p.is_null() { None } else { Some(unsafe { std::mem::transmute::<*mut c_void, $ty>(p) }) }
     }};
 }

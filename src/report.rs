@@ -95,9 +95,11 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
         }),
     );
     let sym = elf::lookup(&lib.path, &["nvshmemi_device_state", "nvshmemi_state"]);
+    // A symbol table that cannot be read is not a stripped file: symtab_present is null then,
+    // and symtab_error says why.
     let (has_symtab, st) = match &sym {
-        Ok(l) => (l.has_symtab, l.symbols.clone()),
-        Err(_) => (false, vec![None, None]),
+        Ok(l) => (Some(l.has_symtab), l.symbols.clone()),
+        Err(_) => (None, vec![None, None]),
     };
     let sym_json = |name: &str, s: Option<elf::FileSymbol>| match s {
         Some(s) => json!({"name": name, "st_value": s.value, "st_size": s.size, "binding": if s.local { "local" } else { "global" },
@@ -105,6 +107,9 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
         None => json!({"name": name, "found": false}),
     };
     m.insert("symtab_present".into(), json!(has_symtab));
+    if let Err(e) = &sym {
+        m.insert("symtab_error".into(), json!(e));
+    }
     m.insert("symbols".into(), json!([sym_json("nvshmemi_device_state", st[0]), sym_json("nvshmemi_state", st[1])]));
 
     let mut steps = Vec::new();
@@ -126,28 +131,35 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
     let layout_json = match st[0] {
         Some(s) => {
             let addr = lib.load_bias.wrapping_add(s.value as usize);
-            let version = if lib.contains_writable(addr, 4) {
-                // SAFETY: inside the library's writable segment.
-                Some(unsafe { std::ptr::read_volatile(addr as *const u32) })
+            // st_value and st_size come from the file: checked (alignment, size) before the
+            // state is read, and read bytewise.
+            let symbol = layout::check_state_symbol(addr, Some(s.size));
+            let version = if symbol.is_ok() && lib.contains_writable(addr, layout::PREFIX_LEN) {
+                let mut b = [0u8; 4];
+                for (i, x) in b.iter_mut().enumerate() {
+                    // SAFETY: inside the library's writable segment (checked just above).
+                    *x = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
+                }
+                Some(u32::from_ne_bytes(b))
             } else {
                 None
             };
-            let expected = layout::VERSION_MAJOR_TAG as u64 + s.size;
+            // None when st_size is absurd (2^64-1 would overflow).
+            let expected = u64::from(layout::VERSION_MAJOR_TAG).checked_add(s.size);
             let (check, detail) = match version {
-                _ if (s.size as usize) < layout::PREFIX_LEN => {
-                    ("fail", format!("st_size {} is smaller than the {} bytes read", s.size, layout::PREFIX_LEN))
-                }
+                _ if symbol.is_err() => ("fail", format!("nvshmemi_device_state {}", symbol.clone().unwrap_err())),
                 None => ("fail", "the symbol is not inside a loaded writable segment".to_string()),
                 Some(0) => (
                     "pass",
                     format!(
-                        "st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{expected:x}",
+                        "st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{:x}",
                         s.size,
-                        layout::PREFIX_LEN
+                        layout::PREFIX_LEN,
+                        expected.unwrap_or(0)
                     ),
                 ),
-                Some(v) if v as u64 == expected => ("pass", format!("version field 0x{v:x} == 0x10000 + st_size")),
-                Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{expected:x}")),
+                Some(v) if Some(u64::from(v)) == expected => ("pass", format!("version field 0x{v:x} == 0x10000 + st_size")),
+                Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{:x}", expected.unwrap_or(0))),
             };
             json!({"check": check, "detail": detail, "version_field": version, "expected_version": expected, "state_size": s.size,
                    "offsets": {"version": layout::OFF_VERSION, "mype": layout::OFF_MYPE, "npes": layout::OFF_NPES,
@@ -173,10 +185,14 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
             format!("the heap is found through {via}{}", if public_ok { ", with the public cumodule route as a fallback" } else { "" }),
         )
     } else if public_ok {
-        let why = if has_symtab {
+        let why = if has_symtab == Some(true) {
             "nvshmemi_device_state is neither exported nor in its .symtab"
         } else {
             "nvshmemi_device_state is not exported and the file has no symbol table (stripped)"
+        };
+        let why = match &sym {
+            Err(e) => format!("nvshmemi_device_state is not exported and the file's symbol tables could not be read ({e})"),
+            Ok(_) => why.to_string(),
         };
         (Verdict::Degraded, format!("supported through the public route only: {why}"))
     } else {
@@ -217,7 +233,10 @@ pub fn not_found(searched: &[String]) -> Report {
 /// so that the doctor never says "dlopen failed" about a library that loaded.
 fn open_error(path: &Path, e: &str) -> String {
     let p = path.display();
-    if e.starts_with("not an NVSHMEM host library") {
+    if let Some(why) = e.strip_prefix(nvshmem_lib::NOT_LOADED) {
+        // Refused before dlopen (the file changed since `check_file`).
+        why.to_string()
+    } else if e.starts_with("not an NVSHMEM host library") {
         // "not an NVSHMEM host library: it exports none of ..."
         format!("{p} loaded, but it is {e}")
     } else if let Some(rest) = e.strip_prefix("the library is loaded but ") {
@@ -227,40 +246,78 @@ fn open_error(path: &Path, e: &str) -> String {
     }
 }
 
-/// The doctor on a file (NVSHMEM is not initialised).
-pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
+/// The doctor's first look at a file, before anything loads it: a regular file only (opened
+/// with `O_NONBLOCK`, a FIFO or device is never waited on or read), and ELF headers that agree
+/// with the file ([`elf::check_image`]). Err is the report for a file that must not be loaded:
+/// unsupported, saying whether it is empty, not ELF, truncated, corrupt or not loadable here.
+pub fn check_file(path: &Path, found_by: &str, searched: &[String]) -> Result<elf::CheckedElf, Report> {
+    let checked = elf::open_regular(path).and_then(|f| elf::check_file(&f));
+    checked.map_err(|p| {
+        let m = header(Some(&path.display().to_string()), Some(found_by), searched);
+        finish(m, Verdict::Unsupported, p.describe(path))
+    })
+}
+
+/// The doctor on a file that passed [`check_file`]: loads it (NVSHMEM is not initialised) and
+/// analyses it. The doctor runs this in a child process of its own ([`load_failed`] is the
+/// report when that child dies).
+pub fn load_and_analyze(path: &Path, found_by: &str, searched: &[String]) -> Report {
     let mut m = header(Some(&path.display().to_string()), Some(found_by), searched);
     let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
-    // The ELF magic, from the file's first 4 bytes (not the whole library: 100-200 MB).
-    let mut magic = [0u8; 4];
-    let head = std::fs::File::open(path).and_then(|mut f| match std::io::Read::read_exact(&mut f, &mut magic) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(e),
-    });
-    let is_elf = match head {
-        Err(e) => return unsupported(m, format!("cannot read {}: {e}", path.display())),
-        Ok(full) => full && &magic == b"\x7fELF",
-    };
-    if !is_elf {
-        return unsupported(m, format!("{} is not an ELF shared library", path.display()));
-    }
     let lib = match nvshmem_lib::open_file(path) {
         Ok(l) => l,
         Err(e) => return unsupported(m, open_error(path, &e)),
     };
     if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
-        return unsupported(
-            m,
+        // Exported under those names but not functions (a data symbol): never called.
+        let data: Vec<&str> = [c"nvshmemx_init_status", c"nvshmem_info_get_name"]
+            .iter()
+            .filter(|n| !lib.dlsym(n).is_null())
+            .map(|n| n.to_str().unwrap_or_default())
+            .collect();
+        let p = path.display();
+        let why = if data.is_empty() {
+            format!("{p} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name")
+        } else {
             format!(
-                "{} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name",
-                path.display()
-            ),
-        );
+                "{p} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name \
+                 as a function ({} {} a data symbol there, never called)",
+                data.join(" and "),
+                if data.len() == 1 { "is" } else { "are each" }
+            )
+        };
+        return unsupported(m, why);
     }
     let (facts, verdict, reason) = analyze(&lib);
     m.extend(facts);
     finish(m, verdict, reason)
+}
+
+/// The doctor on a file, in this process: [`check_file`], then [`load_and_analyze`].
+pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
+    match check_file(path, found_by, searched) {
+        Ok(_) => load_and_analyze(path, found_by, searched),
+        Err(r) => r,
+    }
+}
+
+/// The report when loading a file that passed [`check_file`] killed or stalled the process that
+/// loaded it (`why`): unsupported.
+pub fn load_failed(path: &Path, found_by: &str, searched: &[String], why: &str) -> Report {
+    let m = header(Some(&path.display().to_string()), Some(found_by), searched);
+    finish(m, Verdict::Unsupported, format!("{}: {why}", path.display()))
+}
+
+/// A report from its JSON (as [`Report::to_json`] wrote it, in the doctor's child process).
+pub fn from_json(text: &str) -> Option<Report> {
+    let json: Value = serde_json::from_str(text).ok()?;
+    let verdict = match json["exit_code"].as_i64()? {
+        0 => Verdict::Supported,
+        1 => Verdict::Degraded,
+        2 => Verdict::Unsupported,
+        _ => return None,
+    };
+    Some(Report { json, verdict })
 }
 
 /// The report inside a job: the NVSHMEM library loaded in this process and, when it is
@@ -351,7 +408,12 @@ impl Report {
             out += &format!("nvshmem:   {} (release {})\n", s(&n["name"]), s(&n["version"]));
         }
         if let Some(b) = j.get("symtab_present") {
-            out += &format!(".symtab:   {}\n", if b == true { "present" } else { "absent (stripped)" });
+            let what = match b {
+                Value::Bool(true) => "present".to_string(),
+                Value::Bool(false) => "absent (stripped)".to_string(),
+                _ => format!("unreadable ({})", s(&j["symtab_error"])),
+            };
+            out += &format!(".symtab:   {what}\n");
         }
         if let Some(Value::Array(syms)) = j.get("symbols") {
             for y in syms {

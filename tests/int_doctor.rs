@@ -374,3 +374,30 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
     assert!(!detached.contains("MANUAL"), "{detached}");
     drop(heap);
 }
+
+#[test]
+fn search_finds_a_pip_installed_wheel() {
+    // A real wheel on python3's path (the cached NVSHMEM wheel: a directory holding
+    // nvidia/nvshmem and the wheel's dist-info), nothing in the environment, an empty install
+    // cache: the pip step of the search finds it. (Before the fix the Python snippet lost its
+    // indentation to Rust's `\` line continuation: an IndentationError, swallowed.)
+    let Some(root) = common::nvshmem_roots().into_iter().next() else { return };
+    if !Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: no python3 on PATH");
+        return;
+    }
+    let wheel = root.parent().and_then(Path::parent).unwrap(); // .../<release>: holds nvidia/nvshmem
+    let cache = scratch("pip-cache");
+    let env = [("LD_LIBRARY_PATH", ""), ("UXN_CACHE", cache.to_str().unwrap()), ("PYTHONPATH", wheel.to_str().unwrap())];
+    let (code, out, err) = doctor_raw(&["--json"], &env, &["NVSHMEM_HOME", "PYTHONHOME"]);
+    std::fs::remove_dir_all(&cache).ok();
+    let j: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}\n{err}"));
+    let found_by = j["library"]["found_by"].as_str().unwrap_or_default();
+    assert!(found_by.starts_with("pip package nvidia-nvshmem-cu1"), "{j:#}");
+    let path = Path::new(j["library"]["path"].as_str().unwrap());
+    assert_eq!(std::fs::canonicalize(path).unwrap(), std::fs::canonicalize(root.join("lib/libnvshmem_host.so.3")).unwrap(), "{j:#}");
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["verdict"], "supported");
+    let searched: Vec<&str> = j["library"]["searched"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(searched.last().copied(), Some("pip: nvidia-nvshmem-cu12, nvidia-nvshmem-cu13 (python3 on PATH)"), "{searched:?}");
+}

@@ -18,8 +18,9 @@
 //! With 64 and 66 nothing is written to stdout (not even with `--json`); the message is on stderr.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use upcxx_extra_nvshmem::report;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use upcxx_extra_nvshmem::{elf, report};
 
 const USAGE: &str = "usage: upcxx-nvshmem-doctor [--json] [PATH]
 
@@ -74,17 +75,21 @@ fn search() -> (Option<(PathBuf, String)>, Vec<String>) {
             }
         }
     }
-    let script = "import importlib.metadata as m\n\
-for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
-    try:\n\
-        for f in m.files(d) or []:\n\
-            if f.name.startswith('libnvshmem_host.so'):\n\
-                print(d, f.locate()); break\n\
-    except Exception:\n\
-        pass\n";
+    // Python's indentation is its syntax: each line is written out whole (a `\` continuation
+    // in a Rust string would eat the leading spaces).
+    let script = concat!(
+        "import importlib.metadata as m\n",
+        "for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n",
+        "    try:\n",
+        "        for f in m.files(d) or []:\n",
+        "            if f.name.startswith('libnvshmem_host.so'):\n",
+        "                print(d, f.locate()); break\n",
+        "    except Exception:\n",
+        "        pass\n",
+    );
     searched.push("pip: nvidia-nvshmem-cu12, nvidia-nvshmem-cu13 (python3 on PATH)".into());
-    if let Ok(out) = Command::new("python3").arg("-c").arg(script).output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
+    if let Some(out) = output_within(Command::new("python3").arg("-c").arg(script), TOOL_TIMEOUT) {
+        for line in String::from_utf8_lossy(&out).lines() {
             if let Some((pkg, path)) = line.split_once(' ') {
                 let p = PathBuf::from(path);
                 if p.is_file() {
@@ -94,8 +99,8 @@ for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
         }
     }
     searched.push("ldconfig -p".into());
-    if let Ok(out) = Command::new("ldconfig").arg("-p").output() {
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
+    if let Some(out) = output_within(Command::new("ldconfig").arg("-p"), TOOL_TIMEOUT) {
+        for line in String::from_utf8_lossy(&out).lines() {
             if line.trim_start().starts_with("libnvshmem_host.so") {
                 if let Some(p) = line.split("=>").nth(1).map(|s| PathBuf::from(s.trim())) {
                     if p.is_file() {
@@ -121,6 +126,55 @@ for d in ('nvidia-nvshmem-cu12', 'nvidia-nvshmem-cu13'):\n\
         }
     }
     (None, searched)
+}
+
+/// How long the search waits for `python3` and `ldconfig`.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A tool's stdout, or None when it cannot be run or has not finished within `limit` (then it is
+/// killed): a stuck `python3` on PATH does not hang the doctor.
+fn output_within(cmd: &mut Command, limit: Duration) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().ok()?;
+    let mut stdout = child.stdout.take()?;
+    // SAFETY: the pipe's own descriptor: non-blocking reads, so that this thread can watch the
+    // clock (no helper thread: the doctor forks later).
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::fcntl(stdout.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK)
+    };
+    let deadline = Instant::now() + limit;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let mut exited = false;
+    loop {
+        match stdout.read(&mut buf) {
+            Ok(0) => break, // EOF
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {
+                if exited {
+                    break; // exited, and a process it started still holds the pipe: not waited for
+                }
+            }
+            Err(_) => break,
+        }
+        if !exited && matches!(child.try_wait(), Ok(Some(_))) {
+            exited = true;
+            continue; // drain what it wrote
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let _ = child.wait();
+    Some(out)
 }
 
 /// The cache `scripts/install-deps.sh` fills: `$UXN_CACHE`, else `~/.cache/upcxx-extra-nvshmem`.
@@ -177,10 +231,118 @@ fn from_argument(arg: &Path) -> (PathBuf, String) {
     } else {
         (arg.to_path_buf(), "argument".to_string())
     };
-    if let Err(e) = std::fs::File::open(&file) {
-        no_input(&format!("cannot read {}: {e}", file.display()));
+    // A regular file only: a FIFO, socket or device is refused unread (opened O_NONBLOCK, then
+    // fstat), never waited on.
+    match elf::open_regular(&file) {
+        Ok(_) => {}
+        Err(p @ elf::FileProblem::NotRegular(_)) => no_input(&p.describe(&file)),
+        Err(e) => no_input(&e.describe(&file)),
     }
     (file, how)
+}
+
+/// How long loading and analysing a library may take in the child process.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The report on a file: checked here (never loaded when the check fails), then loaded and
+/// analysed in a child process, so that whatever the checks cannot see (the library's own
+/// constructors, relocations into its own code) can kill or stall only that child; its death or
+/// a child still loading after [`LOAD_TIMEOUT`] is reported as unsupported.
+fn inspect(file: &Path, how: &str, searched: &[String]) -> report::Report {
+    if let Err(r) = report::check_file(file, how, searched) {
+        return r;
+    }
+    match in_child(|| report::load_and_analyze(file, how, searched).to_json()) {
+        Ok(json) => report::from_json(&json)
+            .unwrap_or_else(|| report::load_failed(file, how, searched, "the process that loaded it wrote no report")),
+        Err(why) => report::load_failed(file, how, searched, &why),
+    }
+}
+
+/// Runs `work` in a forked child and returns what it wrote, or why it did not finish.
+#[allow(unsafe_code)]
+fn in_child(work: impl FnOnce() -> String) -> Result<String, String> {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: a two-int array for pipe2.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Ok(work()); // no pipe: in this process, as before
+    }
+    // SAFETY: the doctor has one thread here (the search's helpers have ended), so the child
+    // may allocate and dlopen.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        // SAFETY: our own descriptors.
+        unsafe {
+            libc::close(fds[0]);
+            libc::close(fds[1])
+        };
+        return Ok(work());
+    }
+    if pid == 0 {
+        // SAFETY: the write end, owned by this child from now on.
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        // A panic must not unwind into the parent's code (a second doctor).
+        let text = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+        let ok = text.is_ok_and(|t| w.write_all(t.as_bytes()).is_ok());
+        // No exit handlers or destructors of the loaded library: _exit.
+        // SAFETY: ends this child.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    // SAFETY: the parent's descriptors: close the write end, own the read end.
+    unsafe { libc::close(fds[1]) };
+    let mut r = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    // SAFETY: our own descriptor.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) };
+    let deadline = Instant::now() + LOAD_TIMEOUT;
+    let mut out = Vec::new();
+    let mut status = 0;
+    let mut exited = false;
+    loop {
+        let mut buf = [0u8; 65536];
+        match r.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => {
+                out.extend_from_slice(&buf[..n]);
+                continue;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => {}
+        }
+        if exited {
+            break; // drained after the child ended (a process it started may hold the pipe)
+        }
+        // SAFETY: our own child.
+        let w = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if w == pid {
+            exited = true;
+            continue;
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: our own child, still running.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            return Err(format!("loading it had not finished after {} s (the process that loaded it was killed)", LOAD_TIMEOUT.as_secs()));
+        }
+        let mut p = libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 10) };
+    }
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: strsignal returns a static or thread-local string.
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) }.to_string_lossy().into_owned();
+        return Err(format!(
+            "loading it killed the process that loaded it with signal {sig} ({name}): the library passed the ELF checks, but its loading (relocations, constructors) crashes"
+        ));
+    }
+    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+        return Err(format!("the process that loaded it exited with status {}", libc::WEXITSTATUS(status)));
+    }
+    String::from_utf8(out).map_err(|_| "the process that loaded it wrote no report".to_string())
 }
 
 fn main() {
@@ -213,10 +375,10 @@ fn main() {
     let r = match paths.pop() {
         Some(arg) => {
             let (file, how) = from_argument(&arg);
-            report::for_file(&file, &how, &[])
+            inspect(&file, &how, &[])
         }
         None => match search() {
-            (Some((p, how)), searched) => report::for_file(&p, &how, &searched),
+            (Some((p, how)), searched) => inspect(&p, &how, &searched),
             (None, searched) => report::not_found(&searched),
         },
     };
