@@ -138,7 +138,7 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
       for TM in ${UXN_COPY_THREADMODES:-seq par}; do
         for CM in ${UXN_COPY_CODEMODES:-opt debug}; do
           U="$OUTDIR/upcxx/upcxx-$REL"; B="$OUTDIR/build-copy-$REL-$TM-$CM-nvshmem$nvver"; mkdir -p "$B"
-          progs=(copy_semantics_test)
+          progs=(copy_semantics_test copy_finalize_test)
           { [ "$CM" = opt ] || [ "${UXN_COPY_COVER_DEBUG:-0}" = 1 ]; } && progs+=(copy_cover_test)
           if [ $pass = build ]; then
             for prog in "${progs[@]}"; do
@@ -158,6 +158,7 @@ if [ "${UXN_COPY_TESTS:-1}" != 0 ]; then
           if [ "$ngpu" -ge 2 ]; then
             copy_run "copy_semantics VMM on, a GPU per rank, $tag" "$L" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_semantics_test"
           fi
+          copy_run "copy_finalize VMM on, 1 GPU, $tag" "$L" "$one" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_finalize_test"
           if [ -x "$B/copy_cover_test" ]; then
             copy_run "copy_cover VMM on, 1 GPU, $tag" "$L" "$one" "$heap" "$U/bin/upcxx-run" -n "$np" "$B/copy_cover_test"
             copy_run "copy_cover VMM off, 1 GPU, $tag" "$L" "$one" "$heap" NVSHMEM_DISABLE_CUDA_VMM=1 NVSHMEM_SYMMETRIC_SIZE=2G \

@@ -7,7 +7,7 @@
 //! `None` when they are not mapped here (another node, no P2P, a heap attached by hand).
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::nvshmem_lib;
 use crate::status::Result;
@@ -19,6 +19,21 @@ type StatusFn = unsafe extern "C" fn() -> c_int;
 /// `nvshmem_ptr` and `nvshmemx_init_status` of the loaded NVSHMEM, once found (0: not yet).
 static PTR: AtomicUsize = AtomicUsize::new(0);
 static INIT_STATUS: AtomicUsize = AtomicUsize::new(0);
+/// The loaded objects were searched and held no NVSHMEM: not searched again (the search takes
+/// the loader's lock) until a heap is attached or discovered anew ([`forget_absence`]).
+static ABSENT: AtomicBool = AtomicBool::new(false);
+/// How many times the loaded objects were searched for NVSHMEM (for the tests).
+static SEARCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// A new heap is published: NVSHMEM may have been loaded since the last search.
+pub(crate) fn forget_absence() {
+    ABSENT.store(false, Ordering::Release);
+}
+
+/// How many times [`local_ptr`] searched the loaded objects for NVSHMEM in this process.
+pub fn nvshmem_searches() -> usize {
+    SEARCHES.load(Ordering::Relaxed)
+}
 
 #[allow(unsafe_code)]
 fn public_api() -> Option<(StatusFn, PtrFn)> {
@@ -27,7 +42,14 @@ fn public_api() -> Option<(StatusFn, PtrFn)> {
         // SAFETY: stored below from the same function types.
         return Some(unsafe { (std::mem::transmute::<usize, StatusFn>(s), std::mem::transmute::<usize, PtrFn>(p)) });
     }
-    let lib = nvshmem_lib::find_loaded()?;
+    if ABSENT.load(Ordering::Acquire) {
+        return None;
+    }
+    SEARCHES.fetch_add(1, Ordering::Relaxed);
+    let Some(lib) = nvshmem_lib::find_loaded() else {
+        ABSENT.store(true, Ordering::Release);
+        return None;
+    };
     let (s, p) = (lib.api.init_status?, lib.api.ptr?);
     // The library stays loaded (NVSHMEM is never unloaded while its heap is in use).
     INIT_STATUS.store(s as usize, Ordering::Release);

@@ -15,6 +15,7 @@ use crate::table::{Heap, TABLE};
 pub fn discover_live() -> Result<(Heap, StateFields)> {
     match discovery::query_live() {
         Ok((heap, fields)) => {
+            crate::mapping::forget_absence();
             TABLE.discovered(heap);
             Ok((heap, fields))
         }
@@ -55,6 +56,7 @@ pub fn query() -> Result<Heap> {
 /// bases match, and a reader meanwhile sees the old heap or the new one, never none.
 pub fn attach(heap: Heap) -> Result<()> {
     heap.check()?;
+    crate::mapping::forget_absence();
     TABLE.attach(heap);
     Ok(())
 }

@@ -33,6 +33,17 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     local = base;
     assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, at(other, 100), 16, &mut local, std::ptr::null_mut(), &mut pe) }, Status::Ok);
     assert_eq!((local, pe), (std::ptr::null_mut(), 0));
+    // Translation stays lock-free: the loaded objects (the loader's lock) are searched for
+    // NVSHMEM at most once per attached heap, not on every call for another PE.
+    let searches = upcxx_extra_nvshmem::mapping::nvshmem_searches();
+    for _ in 0..100 {
+        assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, at(other, 100), 16, &mut local, std::ptr::null_mut(), &mut pe) }, Status::Ok);
+    }
+    assert!(
+        upcxx_extra_nvshmem::mapping::nvshmem_searches() == searches,
+        "searched {} times",
+        upcxx_extra_nvshmem::mapping::nvshmem_searches() - searches
+    );
     // len 0 checks the address alone; the last byte of the heap is fine, one more is not.
     assert_eq!(
         unsafe { upcxx_extra_nvshmem_local_ptr(0, at(base, 4095), 0, &mut local, std::ptr::null_mut(), std::ptr::null_mut()) },

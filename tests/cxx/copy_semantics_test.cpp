@@ -26,7 +26,8 @@
 //   F8 copy_after(s, ...): s = a host function sleeping 200 ms, then cudaMemsetAsync(src, 0x5a);
 //      the destination must be all 0x5a (a copy not ordered after s reads the old bytes), and on
 //      the fast path copy_after returns before s has drained (no host synchronisation); also with
-//      completions and on the fallback (a host destination).
+//      completions, on the fallback (a host destination), and for s = 0 (the legacy default
+//      stream), cudaStreamLegacy, cudaStreamPerThread and a created stream.
 //   F2 a device global_ptr of the user's own allocator on this rank (UPC++ >= 2022.3
 //      make_gpu_allocator; skipped on 2020.10 where the heap owns the GPU's only cuda_device)
 //      with heap memory: the fast path, counted, bytes right (static and memory_kind::any); a
@@ -573,8 +574,8 @@ static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b
                     heap.copy_after(s, ga, gb_next, n, operation_cx::as_future() | source_cx::as_future());
             const double took = copy_test::now() - t0;
             if (mapped && !forced)
-                // Separate names: a copy small enough to be waited for in the call (sync_copy_max)
-                // would also wait for the stream's work, which is a host synchronisation too.
+                // Separate names for the two sizes: a copy waited for in the call would also wait
+                // for the stream's work, which is a host synchronisation too.
                 check(n == small ? "F8.no_host_sync_small" : "F8.no_host_sync", took < 0.1,
                       "%s returned after %.1f ms, before the stream's %d ms host function ended", what, took * 1e3,
                       sleep_ms);
@@ -584,6 +585,23 @@ static void f8_copy_after(nvshmem_heap &heap, unsigned char *a, unsigned char *b
                   "%s: the destination holds the bytes the stream wrote (0x5a)", what);
             path_is("F8.path", c0, mapped ? 1 : 0, mapped ? 0 : 1, what);
             cudaStreamSynchronize(s);
+            barrier();
+        }
+        // Every stream value orders the copy: 0 (the legacy default stream, where a plain
+        // kernel<<<g, b>>> runs), cudaStreamLegacy, cudaStreamPerThread and a created stream.
+        // Naive: 0 read as "no stream" (the heap's stream is non-blocking: nothing orders it).
+        const cudaStream_t streams[] = {0, cudaStreamLegacy, cudaStreamPerThread, s};
+        const char *stream_names[] = {"stream 0", "cudaStreamLegacy", "cudaStreamPerThread", "a created stream"};
+        for (int k = 0; k < 4; k++) {
+            prepare(a, b, n, ++salt);
+            cudaLaunchHostFunc(streams[k], sleep_host_fn, &sleep_ms);
+            cudaMemsetAsync(a, 0x07, n, streams[k]);
+            bool ok = waited("F8.every_stream", heap.copy_after(streams[k], ga, gb_next, n), stream_names[k]);
+            barrier();
+            check("F8.every_stream", ok && count_not(b, n, 0x07) == 0,
+                  "%s copy_after(%s, ...): the destination holds the bytes that stream wrote (0x07)", sz(n),
+                  stream_names[k]);
+            cudaDeviceSynchronize();
             barrier();
         }
         // The fallback (a host destination) is ordered after s too. At most 8 MiB: upcxx::copy

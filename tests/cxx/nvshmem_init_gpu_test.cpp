@@ -136,6 +136,8 @@ int main() {
         const bool vmm = !std::getenv("NVSHMEM_DISABLE_CUDA_VMM");
         upcxx::extra::nvshmem_init_options opts;
         opts.heap_size = std::size_t(3) << 29;  // 1.5 GiB
+        const char *env_before = std::getenv("NVSHMEM_SYMMETRIC_SIZE");
+        const std::string before = env_before ? env_before : "(unset)";
         bool ok = false;
         try {
             upcxx::extra::nvshmem_init(opts);
@@ -143,6 +145,10 @@ int main() {
         } catch (const init_error &e) {
             CHECK(false, "re-init with the caller's device %d: %s", mine, e.what());
         }
+        const char *env_after = std::getenv("NVSHMEM_SYMMETRIC_SIZE");
+        CHECK(before == (env_after ? env_after : "(unset)"),
+              "heap_size does not outlive nvshmem_init(): NVSHMEM_SYMMETRIC_SIZE %s before, %s after", before.c_str(),
+              env_after ? env_after : "(unset)");
         if (ok) {
             int dev = -1;
             cudaGetDevice(&dev);

@@ -110,9 +110,13 @@ struct upcxx_backend {
         using traits = upcxx::detail::copy_traits<Cxs>;
         using here_t = typename traits::cxs_here_t;
         using returner_t = typename traits::returner;
-        using remote_t = typename traits::cxs_remote_bound_t;
+        /// The remote completion with its arguments bound by value at the call (as_rpc binds an
+        /// lvalue by reference; the caller's variable may be gone when the copy lands).
+        using remote_t = typename traits::deserialized_cxs_remote_bound_t;
         static constexpr bool want_remote = traits::want_remote;
-        static remote_t bind_remote(Cxs &&cxs) { return traits::bind_remote(std::forward<Cxs>(cxs)); }
+        static remote_t bind_remote(Cxs &&cxs) {
+            return traits::cxs_remote_deserialized_value(traits::bind_remote(std::forward<Cxs>(cxs)));
+        }
         /// upcxx::copy's own checks of the element type and the completions.
         template <class T>
         static void assert_sane() {
@@ -123,11 +127,18 @@ struct upcxx_backend {
             return returner_t(here,
                               done ? upcxx::detail::cx_event_done::operation : upcxx::detail::cx_event_done::none);
         }
+        /// A remote completion is owed from `initiator` until it is sent: upcxx::progress_required()
+        /// and upcxx::discharge() wait for it, as for upcxx::copy's own.
+        static void owe_remote(upcxx::persona &initiator) noexcept {
+            if constexpr (want_remote) initiator.private_detail_do_not_use_undischarged_n_ += 1;
+        }
         /// remote_cx::as_rpc, sent as upcxx::copy sends it: an AM run on the target's master
-        /// persona at user level.
-        static void send_remote(int rank, remote_t &&bound) {
-            if constexpr (want_remote)
+        /// persona at user level. Runs on `initiator`, which owed it.
+        static void send_remote(upcxx::persona &initiator, int rank, remote_t &&bound) {
+            if constexpr (want_remote) {
+                initiator.private_detail_do_not_use_undischarged_n_ -= 1;
                 upcxx::backend::send_am_master<upcxx::progress_level::user>(rank, std::move(bound));
+            }
         }
     };
     /// upcxx::copy's default completion (an operation future).
@@ -202,7 +213,8 @@ struct upcxx_backend {
         template <class T>
         static void assert_sane() {}
         static returner_t returner(here_t &here, bool) { return returner_t(here); }
-        static void send_remote(int, remote_t &&) {}
+        static void owe_remote(upcxx::persona &) noexcept {}
+        static void send_remote(upcxx::persona &, int, remote_t &&) {}
     };
     static upcxx::completions<upcxx::future_cx<upcxx::operation_cx_event>> default_cx() {
         return upcxx::completions<upcxx::future_cx<upcxx::operation_cx_event>>{{}};

@@ -4,37 +4,37 @@
 //
 // A fast copy is one cudaMemcpyAsync between two addresses this process reaches (NVSHMEM's peer
 // mapping, or this rank's own device memory), on a private non-blocking stream of the heap's
-// device, with an event of its own. Its completion runs on the persona that issued it:
-//   - copies of up to sync_copy_max bytes wait for their own event in the call;
-//   - larger ones are polled from LPCs on the initiator for up to poll_window, then handed to the
-//     engine's waiter thread, which checks the copy's event every waiter_period and posts the
-//     completing LPC to the initiator when the copy lands. On an H200 it hands a copy over
-//     about 20 us after it lands, for about a quarter of a core while it waits; a CUDA host
-//     function, or an event with blocking sync, takes 100-125 us.
-// A copy whose event reports a CUDA error is redone through upcxx::copy (flight::finish), so a
-// completion always means the bytes landed; the error is kept for check_copies(). The engine is
-// shared (shared_ptr) by the heap and its copies in flight, which may outlive the heap.
+// device. Nothing waits in the call: the copy gets the next sequence number of the stream and
+// joins the lane of the persona that issued it; one poll LPC per lane (queued while the lane
+// holds a copy) completes the copies that landed, in issue order, at that persona's user-level
+// progress. The stream runs copies in issue order, so one CUDA event (a mark) tells that every
+// copy up to a sequence number landed. A mark is recorded after a lane's first copy, and by a
+// poll for the copies issued since: a flood of copies costs one cudaMemcpyAsync each and a few
+// events in all, and the copies issued back to back before a progress complete together (as
+// soon as the last of them lands), a lone copy as soon as it lands. Completions run only
+// inside UPC++ progress: nothing is posted to a persona from another thread, after
+// upcxx::finalize(), or in a forked child.
+//
+// A copy covered by a mark that reports a CUDA error is redone through upcxx::copy
+// (flight::finish), so a completion always means the bytes landed; the error is kept for
+// check_copies(). The engine is shared (shared_ptr) by the heap and the polls of its lanes, which
+// may outlive the heap.
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 
 #include <upcxx/upcxx.hpp>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
+#include <unistd.h>  // getpid: a forked child must not use the parent's CUDA objects
 
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
@@ -80,33 +80,34 @@ private:
     bool changed_ = false;
 };
 
-class copy_engine;
+/// The CUDA stream a copy is ordered after, or none. Every cudaStream_t value is a stream here:
+/// 0 (the legacy default stream, where a plain kernel<<<g, b>>> runs), cudaStreamLegacy,
+/// cudaStreamPerThread and created streams alike.
+struct stream_order {
+    bool set = false;
+    cudaStream_t stream = nullptr;
+    static stream_order none() noexcept { return stream_order{}; }
+    static stream_order after(cudaStream_t s) noexcept { return stream_order{true, s}; }
+};
 
-/// One fast copy in flight: what its completion needs. finish() runs on the initiator persona.
+/// One fast copy in flight. finish() runs on the initiator persona, once, and owns the flight.
 struct flight {
     virtual ~flight() = default;
     /// The copy landed (`e` cudaSuccess) or CUDA reported `e`; `redo_ok` false once the heap is
     /// destroyed (its UPC++ segment is gone: a failed copy can only be reported then).
-    virtual void finish(cudaError_t e, bool redo_ok) = 0;
+    virtual void finish(std::unique_ptr<flight> self, cudaError_t e, bool redo_ok) = 0;
 
-    std::shared_ptr<copy_engine> engine;
-    upcxx::persona *initiator = nullptr;
-    cudaEvent_t event = nullptr;
-    bool injected_failure = false;
-    std::chrono::steady_clock::time_point issued;
-    std::string what;  // "copy of N bytes from rank a to rank b", for the error message
+    // What the error message names, formatted only when the copy fails.
+    std::size_t bytes = 0;
+    int rank_s = -1, rank_d = -1;
+    // Set by the engine.
+    flight *next = nullptr;         // the lane's next (younger) copy
+    std::uint64_t seq = 0;          // its place on the stream: 1, 2, ...
+    bool injected_failure = false;  // test hook: not issued, fails when it completes
 };
 
 class copy_engine : public std::enable_shared_from_this<copy_engine> {
 public:
-    /// Copies up to this size wait for their own event in the call: they take less than an
-    /// asynchronous completion's bookkeeping (4 MiB: about 11 us at 380 GB/s over NVLink).
-    static constexpr std::size_t sync_copy_max = std::size_t(4) << 20;
-    /// How long a large copy is polled from LPCs before the waiter thread takes over.
-    static constexpr std::chrono::microseconds poll_window{100};
-    /// How often the waiter thread checks the event of the copy it waits for.
-    static constexpr std::chrono::microseconds waiter_period{20};
-
     struct counts_t {
         std::size_t fast = 0;      // CUDA async copy through NVSHMEM's P2P mapping
         std::size_t fallback = 0;  // upcxx::copy
@@ -114,17 +115,19 @@ public:
 
     copy_engine(int device, bool force_fallback) : device_(device), force_fallback_(force_fallback) {}
     ~copy_engine() {
-        {  // no flight is left to wait for: each one holds the engine
-            std::lock_guard<std::mutex> lock(wait_mu_);
-            stop_ = true;
-        }
-        wait_cv_.notify_all();
-        if (waiter_.joinable()) waiter_.join();
+        for (std::unique_ptr<lane> &l : lanes_)  // empty but for a child of fork() (never completed)
+            for (flight *f = l->head; f;) {
+                flight *n = f->next;
+                delete f;
+                f = n;
+            }
+        if (forked()) return;  // the parent's CUDA objects are not this process's to touch
         device_scope on(device_);
         if (stream_) {
             cudaStreamSynchronize(stream_);
             cudaStreamDestroy(stream_);
         }
+        for (const mark &m : marks_) cudaEventDestroy(m.event);
         for (cudaEvent_t e : events_) cudaEventDestroy(e);
     }
     copy_engine(const copy_engine &) = delete;
@@ -134,82 +137,50 @@ public:
     void count_fallback() noexcept { fallback_.fetch_add(1, std::memory_order_relaxed); }
     counts_t counts() const noexcept { return counts_t{fast_.load(), fallback_.load()}; }
 
-    /// One issued copy: its event, recorded on the stream after it.
-    struct ticket {
-        cudaEvent_t event;
-        bool injected_failure;  // test hook: not issued, fails when waited for
-    };
+    /// Whether this process is a fork() child of the one that made the engine: CUDA does not
+    /// survive fork(), so such a child cannot copy (the heap's copies throw).
+    bool forked() const noexcept { return ::getpid() != pid_; }
 
-    /// Issues the copy to <- from (`bytes`), ordered after the work queued on `after` so far when
-    /// it is not null. Throws nvshmem_error (errc cuda; nothing copied) when CUDA refuses it.
-    ticket issue(void *to, const void *from, std::size_t bytes, cudaStream_t after, const std::string &what) {
-        device_scope on(device_);
-        cudaError_t e = cudaSuccess;
-        ticket t{nullptr, false};
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (!stream_) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-            if (e == cudaSuccess && !events_.empty()) {
-                t.event = events_.back();
-                events_.pop_back();
-            }
+    /// Issues the copy to <- from of `f->bytes`, ordered after the work queued on `order` so far
+    /// when it is set, and completes it on the calling persona at its progress (finish() runs
+    /// there once the bytes landed). Takes `f` on every path. Throws nvshmem_error (errc cuda,
+    /// or forked; nothing copied, nothing will be notified) when the copy cannot be issued; once
+    /// CUDA has accepted the copy it is reported issued: nothing after it can fail.
+    void start(std::unique_ptr<flight> f, void *to, const void *from, stream_order order) {
+        if (forked())
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                "nvshmem_heap::copy: this process is a fork() child of the one that made the heap; "
+                                "CUDA does not survive fork(), so nothing was copied (make the heap in this process)",
+                                nvshmem_errc::forked);
+        upcxx::persona &me = upcxx::current_persona();
+        lane &l = lane_of(me);
+        if (!l.polling) {  // before the copy is issued: a poll that cannot be posted copies nothing
+            me.lpc_ff(poll{shared_from_this(), &l});
+            l.polling = true;  // a poll that finds the lane empty ends
         }
-        if (e == cudaSuccess && !t.event) e = cudaEventCreateWithFlags(&t.event, cudaEventDisableTiming);
-        if (e == cudaSuccess && after) e = order_after(after);
-#if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
-        t.injected_failure = test_hooks::take_failure();
-#endif
-        if (e == cudaSuccess && !t.injected_failure) e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream_);
-        if (e == cudaSuccess) e = cudaEventRecord(t.event, stream_);
-        if (e != cudaSuccess) {
-            if (t.event) give_back(t.event);
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                                "nvshmem_heap::copy: issuing the " + what + " failed: " + cudaGetErrorString(e),
-                                nvshmem_errc::cuda);
-        }
+        const bool first = !l.head;
+        issue(*f, to, from, order, first);
+        l.push(f.release());
         fast_.fetch_add(1, std::memory_order_relaxed);
-        return t;
-    }
-
-    /// Waits here for the copy of `t` (its own event, not the stream: another copy's failure is
-    /// not this one's). Returns its outcome; a failure is recorded for check_copies().
-    cudaError_t wait(ticket t, const std::string &what) {
-        return settle(t.event, t.injected_failure, cudaEventSynchronize(t.event), what);
-    }
-
-    /// Completes the copy of `t` asynchronously on the calling persona: f->finish() runs there
-    /// when the copy landed or failed. The flight is owned by the engine from here on.
-    void watch(ticket t, std::unique_ptr<flight> f, std::string what) {
-        f->engine = shared_from_this();
-        f->what = std::move(what);
-        f->initiator = &upcxx::current_persona();
-        f->event = t.event;
-        f->injected_failure = t.injected_failure;
-        f->issued = std::chrono::steady_clock::now();
-        flight *raw = f.release();
-        raw->initiator->lpc_ff(poll{raw});
     }
 
     /// Whether a failed copy may still be redone through upcxx::copy (false once drained).
     bool open() const noexcept { return !closed_.load(); }
 
-    /// Waits until every fast copy issued so far has landed. Each one's completion has then run
-    /// or is queued on its initiator persona (a poll LPC that finds it done, or the LPC the
-    /// waiter thread posted) and runs at that persona's next user-level progress. From here on a
-    /// copy that failed is reported, not redone. Returns the CUDA error met ("" when none).
+    /// Waits until every fast copy issued so far has landed. Each one's completion is then queued
+    /// on its initiator persona (its lane's poll LPC finds it landed) and runs at that persona's
+    /// next user-level progress. From here on a copy that failed is reported, not redone.
+    /// Returns the CUDA error met ("" when none).
     std::string drain() {
         closed_.store(true);
+        if (forked()) return std::string();
         cudaError_t e = cudaSuccess;
         {
             std::lock_guard<std::mutex> lock(mu_);
             if (!stream_) return std::string();
             device_scope on(device_);
             e = cudaStreamSynchronize(stream_);
-        }
-        {  // the waiter has posted the completion of every copy handed to it so far
-            std::unique_lock<std::mutex> lock(wait_mu_);
-            const std::size_t handed = posted_ + waiting_.size();
-            wait_cv_.wait(lock, [&] { return posted_ >= handed; });
+            settle_all(e);
         }
         if (e == cudaSuccess) return std::string();
         return std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
@@ -224,6 +195,116 @@ public:
     }
 
 private:
+    // The copies of one persona in issue order. Touched only by the thread holding that persona
+    // (start() and the poll run there); lanes live as long as the engine.
+    struct lane {
+        upcxx::persona *owner = nullptr;
+        flight *head = nullptr, *tail = nullptr;
+        bool polling = false;  // a poll LPC is queued on `owner`
+        void push(flight *f) noexcept {
+            (tail ? tail->next : head) = f;
+            tail = f;
+        }
+        flight *pop() noexcept {
+            flight *f = head;
+            head = f->next;
+            if (!head) tail = nullptr;
+            f->next = nullptr;
+            return f;
+        }
+    };
+
+    lane &lane_of(upcxx::persona &p) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (std::unique_ptr<lane> &l : lanes_)
+            if (l->owner == &p) return *l;
+        lanes_.push_back(std::make_unique<lane>());
+        lanes_.back()->owner = &p;
+        return *lanes_.back();
+    }
+
+    // One cudaMemcpyAsync on the stream, numbered in stream order, with a mark after it when it
+    // is the first copy of its lane (a lone copy completes as soon as it lands; the copies issued
+    // after it before the next progress share the mark that progress records). Throws (nothing
+    // copied) when CUDA refuses the copy.
+    void issue(flight &f, void *to, const void *from, stream_order order, bool mark_it) {
+        device_scope on(device_);
+        std::lock_guard<std::mutex> lock(mu_);
+        cudaError_t e = cudaSuccess;
+        if (!stream_) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+        if (e == cudaSuccess && order.set) e = order_after(order.stream);
+#if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
+        f.injected_failure = test_hooks::take_failure();
+#endif
+        if (e == cudaSuccess && !f.injected_failure) e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                "nvshmem_heap::copy: issuing the " + describe(f) + " failed: " + cudaGetErrorString(e),
+                                nvshmem_errc::cuda);
+        }
+        f.seq = ++issued_;
+        if (mark_it) record_mark();
+    }
+
+    // Under mu_: how copy `seq` ended (cudaSuccess, a CUDA error), or cudaErrorNotReady. Retires
+    // the marks that completed; when none covers `seq`, records one after every copy issued.
+    cudaError_t outcome_of(std::uint64_t seq) {
+        while (seq > landed_ && !marks_.empty()) {
+            const cudaError_t e = cudaEventQuery(marks_.front().event);
+            if (e == cudaErrorNotReady) break;
+            settle_through(marks_.front().through, e);
+            events_.push_back(marks_.front().event);
+            marks_.pop_front();
+        }
+        if (seq <= landed_) return failed_in(seq);
+        if (marks_.empty() || marks_.back().through < seq) record_mark();
+        return seq <= landed_ ? failed_in(seq) : cudaErrorNotReady;
+    }
+
+    // Under mu_: an event after every copy issued so far. When CUDA cannot make or record one,
+    // the host waits for the stream instead (the copies are issued: they complete regardless).
+    void record_mark() {
+        device_scope on(device_);
+        cudaEvent_t ev = nullptr;
+        if (!events_.empty()) {
+            ev = events_.back();
+            events_.pop_back();
+        }
+        cudaError_t e = ev ? cudaSuccess : cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(ev, stream_);
+        if (e == cudaSuccess) {
+            marks_.push_back(mark{ev, issued_});
+            return;
+        }
+        (void)cudaGetLastError();
+        if (ev) cudaEventDestroy(ev);  // its state is unknown: not back to the pool
+        settle_all(cudaStreamSynchronize(stream_));
+    }
+
+    // Under mu_: every copy up to `through` is over, with `e` for those not over before.
+    void settle_through(std::uint64_t through, cudaError_t e) {
+        if (through <= landed_) return;
+        if (e != cudaSuccess) failures_.push_back(failure{landed_ + 1, through, e});
+        landed_ = through;
+    }
+    // Under mu_: the stream was waited for with outcome `e`: every copy issued is over.
+    void settle_all(cudaError_t e) {
+        for (const mark &m : marks_) events_.push_back(m.event);
+        marks_.clear();
+        settle_through(issued_, e);
+    }
+    // Under mu_: how the landed copy `seq` ended.
+    cudaError_t failed_in(std::uint64_t seq) const {
+        for (const failure &f : failures_)
+            if (seq >= f.first && seq <= f.last) return f.error;
+        return cudaSuccess;
+    }
+    cudaError_t outcome(const flight &f) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return outcome_of(f.seq);
+    }
+
     // The heap's stream waits for the work queued on `after` so far, on the GPU. A stream of
     // another device cannot take this device's event: then the host waits for it instead.
     cudaError_t order_after(cudaStream_t after) {
@@ -241,114 +322,92 @@ private:
         return e;
     }
 
-    void give_back(cudaEvent_t ev) {
-        std::lock_guard<std::mutex> lock(mu_);
-        events_.push_back(ev);
+    static std::string describe(const flight &f) {
+        return "copy of " + std::to_string(f.bytes) + " bytes from rank " + std::to_string(f.rank_s) + " to rank " +
+               std::to_string(f.rank_d);
     }
 
-    // A copy is over, its event having reported `e`: the event goes back to the pool and a
-    // failure is recorded for check_copies(). Returns the copy's outcome.
-    cudaError_t settle(cudaEvent_t ev, bool injected_failure, cudaError_t e, const std::string &what) {
-        if (injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
-        give_back(ev);
-        if (e != cudaSuccess) record(what, e);
-        return e;
-    }
-
-    void record(const std::string &what, cudaError_t e) {
+    void record(const flight &f, cudaError_t e) {
         std::lock_guard<std::mutex> lock(mu_);
         if (error_.empty())
-            error_ = "nvshmem_heap::copy: the " + what + " failed after it was issued (" + cudaGetErrorString(e) + ")" +
+            error_ = "nvshmem_heap::copy: the " + describe(f) + " failed after it was issued (" +
+                     cudaGetErrorString(e) + ")" +
                      (closed_.load() ? "; the heap was destroyed, so it was not redone"
                                      : "; it was redone through upcxx::copy");
     }
 
-    // On the initiator: the copy of `f` is over (`e`). Owns and deletes `f`.
-    static void complete(flight *raw, cudaError_t e) {
+    // On the initiator: the copy of `f` is over (`e`): a failure recorded for check_copies(),
+    // then its completion.
+    void complete(flight *raw, cudaError_t e) {
         std::unique_ptr<flight> f(raw);
-        std::shared_ptr<copy_engine> self = f->engine;
-        e = self->settle(f->event, f->injected_failure, e, f->what);
-        f->event = nullptr;
-        f->finish(e, self->open());
+        if (f->injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
+        if (e != cudaSuccess) record(*f, e);
+        flight &ref = *f;
+        ref.finish(std::move(f), e, open());
     }
 
+    // A lane's poll: completes the copies that landed, oldest first, and stays queued while the
+    // lane holds one. A completion may start copies on this lane (they join it) or drop the
+    // heap (`self` keeps the engine and the lane).
     struct poll {
-        flight *f;
+        std::shared_ptr<copy_engine> self;
+        lane *l;
         void operator()() const {
-            cudaError_t e = cudaEventQuery(f->event);
-            if (e != cudaErrorNotReady) return complete(f, e);
-            if (std::chrono::steady_clock::now() - f->issued < poll_window) return f->initiator->lpc_ff(poll{f});
-            if (!f->engine->hand_to_waiter(f))
-                complete(f, cudaEventSynchronize(f->event));  // no waiter thread: wait here
+            while (flight *f = l->head) {
+                const cudaError_t e = self->outcome(*f);
+                if (e == cudaErrorNotReady) return requeue();
+                self->complete(l->pop(), e);
+            }
+            l->polling = false;
+        }
+        void requeue() const {
+            try {
+                l->owner->lpc_ff(poll{self, l});
+            } catch (...) {  // cannot stay queued: wait here for the lane's copies instead
+                (void)self->drain_stream();
+                while (flight *f = l->head) {
+                    const cudaError_t e = self->outcome(*f);
+                    self->complete(l->pop(), e);
+                }
+                l->polling = false;
+            }
         }
     };
 
-    // The waiter thread, started at the first copy handed to it. Copies land in the order they
-    // were issued (one stream), but several personas may hand theirs over out of that order, so
-    // every period it checks each copy handed over and posts the completion of those that landed
-    // to their initiators (lpc_ff is safe from any thread). It never touches a flight after
-    // posting it, and posts under wait_mu_: the completion may free the engine, whose destructor
-    // takes wait_mu_ before it stops and joins the waiter. Returns false (the caller waits for
-    // the copy itself) when the thread cannot be started.
-    bool hand_to_waiter(flight *f) {
-        std::lock_guard<std::mutex> lock(wait_mu_);
-        if (waiter_failed_) return false;
-        try {
-            waiting_.push_back(f);
-            if (!waiter_.joinable()) waiter_ = std::thread([this] { wait_loop(); });
-        } catch (...) {
-            if (!waiting_.empty() && waiting_.back() == f) waiting_.pop_back();
-            waiter_failed_ = !waiter_.joinable();
-            return false;
-        }
-        wait_cv_.notify_all();
-        return true;
-    }
-    void wait_loop() {
-#if defined(__linux__)
-        prctl(PR_SET_TIMERSLACK, 1000UL);  // this thread's sleeps end within 1 us of the period
-#endif
-        // The heap's device: a first CUDA call on a new thread would otherwise set up device 0.
-        // Should this fail, the event queries below still work (CUDA allows another device).
-        (void)cudaSetDevice(device_);
-        std::unique_lock<std::mutex> lock(wait_mu_);
-        for (;;) {
-            wait_cv_.wait(lock, [&] { return stop_ || !waiting_.empty(); });
-            if (waiting_.empty()) return;  // stop_
-            for (auto it = waiting_.begin(); it != waiting_.end();) {
-                flight *f = *it;
-                const cudaError_t e = cudaEventQuery(f->event);
-                if (e == cudaErrorNotReady) {
-                    ++it;
-                    continue;
-                }
-                it = waiting_.erase(it);
-                f->initiator->lpc_ff([f, e] { complete(f, e); });
-                posted_++;
-                wait_cv_.notify_all();  // drain() waits for posted_
-            }
-            if (waiting_.empty()) continue;
-            lock.unlock();
-            std::this_thread::sleep_for(waiter_period);
-            lock.lock();
-        }
-    }
-
     const int device_;
     const bool force_fallback_;
+    // Marks: every copy up to `through` landed once `event` completed.
+    struct mark {
+        cudaEvent_t event;
+        std::uint64_t through;
+    };
+    // Copies first..last (landed) that CUDA reported `error` for.
+    struct failure {
+        std::uint64_t first, last;
+        cudaError_t error;
+    };
+
+    // The host waits for every copy issued so far (a poll that cannot stay queued).
+    cudaError_t drain_stream() {
+        std::lock_guard<std::mutex> lock(mu_);
+        device_scope on(device_);
+        const cudaError_t e = cudaStreamSynchronize(stream_);
+        settle_all(e);
+        return e;
+    }
+
+    const pid_t pid_ = ::getpid();
     cudaStream_t stream_ = nullptr;
-    std::vector<cudaEvent_t> events_;  // reused: creating one per copy costs microseconds
-    std::string error_;                // the first fast copy that failed after it was issued
-    std::mutex mu_;                    // stream_ creation, events_, error_
+    std::uint64_t issued_ = 0;                  // copies issued on the stream (the last one's seq)
+    std::uint64_t landed_ = 0;                  // every copy up to this seq is over
+    std::deque<mark> marks_;                    // recorded, oldest first, not yet seen complete
+    std::vector<failure> failures_;             // landed copies CUDA reported an error for
+    std::vector<cudaEvent_t> events_;           // reused: creating one costs microseconds
+    std::vector<std::unique_ptr<lane>> lanes_;  // one per persona that copied
+    std::string error_;                         // the first fast copy that failed after it was issued
+    std::mutex mu_;                             // everything above
     std::atomic<std::size_t> fast_{0}, fallback_{0};
     std::atomic<bool> closed_{false};
-    std::thread waiter_;            // started at the first copy handed to it; joined by the destructor
-    std::deque<flight *> waiting_;  // handed to the waiter and not yet posted, in hand-over order
-    std::size_t posted_ = 0;        // copies whose completion the waiter has posted so far
-    bool stop_ = false;             // the destructor ends the waiter
-    bool waiter_failed_ = false;    // the thread could not be started: copies are waited for by their caller
-    std::mutex wait_mu_;            // all of the above
-    std::condition_variable wait_cv_;
 };
 
 }  // namespace detail

@@ -103,11 +103,11 @@ public:
                       }),
                       what);
 
-        info_ = mine;
-        ++detail::active_heaps();
-        active_ = true;
         const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
         engine_ = std::make_shared<detail::copy_engine>(mine.device, knob && std::string(knob) == "upcxx");
+        info_ = mine;
+        ++detail::active_heaps();  // nothing can throw from here until grow_to()
+        active_ = true;
         try {
             grow_to(all, what);
         } catch (...) {
@@ -163,9 +163,11 @@ public:
     /// heap); one more segment per growth with native memory kinds, at most max_segments.
     std::size_t update() {
         const char *what = "nvshmem_heap::update";
-        if (!active_) throw inactive(what);
+        if (!upcxx::initialized()) throw inactive(what);
         detail::rank_entry mine{};
         detail::outcome out = detail::attempt([&] {
+            // A rank whose heap is inactive still takes part: every rank fails, none waits.
+            if (!active_) throw inactive(what);
             mine = local_entry(what);
             if (mine.base != info_.base || mine.pe != info_.pe)
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED,
@@ -240,15 +242,17 @@ public:
     /// heap, or a CUDA error when the copy is issued.
     template <class... A>
     auto copy(A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return dispatch(nullptr, std::forward<A>(a)...);
+        return dispatch(detail::stream_order::none(), std::forward<A>(a)...);
     }
 
     /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
     /// for it on the GPU (no host synchronisation) when the copy takes the fast path and `stream`
     /// belongs to the heap's device; otherwise the host waits for `stream` first, then copies.
+    /// Every stream value orders: 0 (the legacy default stream, where a plain kernel<<<g, b>>>
+    /// runs), cudaStreamLegacy, cudaStreamPerThread and created streams.
     template <class... A>
     auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return dispatch(stream, std::forward<A>(a)...);
+        return dispatch(detail::stream_order::after(stream), std::forward<A>(a)...);
     }
 
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued
@@ -264,13 +268,13 @@ private:
     // ---- copy ----------------------------------------------------------------------------------
 
     template <class S, class D>
-    auto dispatch(cudaStream_t after, S &&src, D &&dst,
+    auto dispatch(detail::stream_order after, S &&src, D &&dst,
                   std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
         return dispatch(after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
     }
 
     template <class S, class D, class Cxs>
-    auto dispatch(cudaStream_t after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+    auto dispatch(detail::stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         using src_end = detail::copy_end<typename std::decay<S>::type>;
         using dst_end = detail::copy_end<typename std::decay<D>::type>;
@@ -300,87 +304,63 @@ private:
         }
         if (n == 0 || !from || !to) {
             engine_->count_fallback();
-            if (after) wait_for(after);
+            if (after.set) wait_for(after.stream);
             return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
         }
-        // The fast path, notified through upcxx::copy's own completion machinery.
-        const std::string what = "copy of " + std::to_string(bytes) + " bytes from rank " + std::to_string(rank_s) +
-                                 " to rank " + std::to_string(rank_d);
-        const detail::copy_engine::ticket t = engine_->issue(to, from, bytes, after, what);
-        auto note = std::make_shared<notifier<Cxs>>(rank_d, std::forward<Cxs>(cxs));
-        // Waited for in the call: small copies (copy_after never, it would wait for the stream on
-        // the host), and every copy with a remote completion. upcxx::copy sends that completion
-        // before it returns, and as_rpc binds an lvalue argument by reference: the caller's
-        // variables may be gone by the time an asynchronous copy lands.
-        if ((bytes <= detail::copy_engine::sync_copy_max && !after) || cx::want_remote) {
-            if (engine_->wait(t, what) == cudaSuccess) {
-                auto returner = cx::returner(*note->here, true);  // done in the call, as UPC++ sees it
-                note->notify();
-                return returner();
-            }
-            auto returner = cx::returner(*note->here, false);
-            if (cx::want_remote) {  // redone and notified in the call too, for the same reason
-                upcxx::copy(src, dst, n).wait();
-                note->notify();
-            } else {
-                redo(src, dst, n, note);
-            }
-            return returner();
-        }
-        auto returner = cx::returner(*note->here, false);
-        engine_->watch(t, std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, note), what);
-        return returner();
+        // The fast path: issued now, completed at the initiator's progress, notified through
+        // upcxx::copy's own completion machinery (its arguments bound here, by value).
+        auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, std::forward<Cxs>(cxs));
+        f->bytes = bytes;
+        f->rank_s = rank_s;
+        f->rank_d = rank_d;
+        fast_flight<S, D, Cxs> &fl = *f;
+        engine_->start(std::move(f), to, from, after);  // throws: nothing copied, nothing notified
+        cx::owe_remote(*fl.initiator);
+        return cx::returner(fl.here, false)();  // the flight completes only in progress, later
     }
 
-    // A fast copy CUDA failed: UPC++ copies it again; its notifications fire once those bytes landed.
-    template <class S, class D, class Note>
-    static void redo(const S &src, const D &dst, std::size_t n, const std::shared_ptr<Note> &note) {
-        (void)upcxx::copy(src, dst, n).then([note] { note->notify(); });
-    }
-
-    /// A fast copy's notifications: upcxx::copy's completion state for `Cxs` and its remote
-    /// part, bound for the target rank.
-    template <class Cxs>
-    struct notifier {
-        using cx = typename backend::template cx<Cxs>;
-        notifier(int target, Cxs &&cxs)
-            : rank_d(target),
-              here(std::make_unique<typename cx::here_t>(std::forward<Cxs>(cxs))),
-              remote(cx::bind_remote(std::forward<Cxs>(cxs))) {}
-        int rank_d;
-        std::unique_ptr<typename cx::here_t> here;
-        typename cx::remote_t remote;
-
-        void notify() {
-            cx::send_remote(rank_d, std::move(remote));
-            here->template operator()<upcxx::source_cx_event>();
-            here->template operator()<upcxx::operation_cx_event>();
-        }
-    };
-
-    /// A fast copy in flight: its notifications, and the pointers to redo it through
+    /// A fast copy in flight: its notifications (upcxx::copy's completion state for `Cxs`, and
+    /// its remote part bound for the target rank), and the pointers to redo it through
     /// upcxx::copy if CUDA fails it.
     template <class S, class D, class Cxs>
     struct fast_flight final : detail::flight {
-        fast_flight(const S &s, const D &d, std::size_t count, std::shared_ptr<notifier<Cxs>> nt)
-            : src(s), dst(d), n(count), note(std::move(nt)) {}
+        using cx = typename backend::template cx<Cxs>;
+        fast_flight(const S &s, const D &d, std::size_t count, Cxs &&cxs)
+            : src(s),
+              dst(d),
+              n(count),
+              here(std::forward<Cxs>(cxs)),
+              remote(cx::bind_remote(std::forward<Cxs>(cxs))),
+              initiator(&upcxx::current_persona()) {}
 
         typename std::decay<S>::type src;
         typename std::decay<D>::type dst;
         std::size_t n;
-        std::shared_ptr<notifier<Cxs>> note;
+        typename cx::here_t here;
+        typename cx::remote_t remote;
+        upcxx::persona *initiator;
 
-        void finish(cudaError_t e, bool redo_ok) override {
-            if (e == cudaSuccess || !redo_ok) return note->notify();
-            redo(src, dst, n, note);
+        void notify() {
+            cx::send_remote(*initiator, rank_d, std::move(remote));
+            here.template operator()<upcxx::source_cx_event>();
+            here.template operator()<upcxx::operation_cx_event>();
+        }
+        void finish(std::unique_ptr<detail::flight> self, cudaError_t e, bool redo_ok) override {
+            if (e == cudaSuccess || !redo_ok) return notify();
+            // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
+            // bytes landed. The flight lives until then.
+            std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));
+            (void)upcxx::copy(keep->src, keep->dst, keep->n).then([keep] { keep->notify(); });
         }
     };
 
     // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap.
+    // The heap's reserved range is checked here, with no C call: a host pointer (the usual case)
+    // costs a subtraction and leaves the thread's last C error alone.
     template <class T>
     bool reach(T *p, std::size_t, const char *which, void *&local, int &rank) const {
-        std::size_t off = 0;
-        if (upcxx_extra_nvshmem_offset(static_cast<const void *>(p), &off) == UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+        const std::size_t off = reinterpret_cast<std::uintptr_t>(p) - info_.base;
+        if (off < info_.reserved)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
                                 std::string("nvshmem_heap::copy: the ") + which +
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
@@ -568,7 +548,10 @@ private:
 
     // Forgets everything; the UPC++ objects must be destroyed (or abandoned) by now.
     void release() noexcept {
-        if (engine_) (void)engine_->drain();
+        try {
+            if (engine_) (void)engine_->drain();
+        } catch (...) {  // out of memory for its message: the stream was waited for regardless
+        }
         engine_.reset();
         segments_.clear();
         bases_.clear();

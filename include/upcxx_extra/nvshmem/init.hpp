@@ -56,12 +56,42 @@ struct nvshmem_init_options {
     /// none is current, upcxx::local_team().rank_me() modulo the number of visible devices.
     int device = -1;
     /// NVSHMEM's symmetric heap size in bytes, set as NVSHMEM_SYMMETRIC_SIZE for NVSHMEM's
-    /// initialisation (it overrides the environment's). 0 (default): the environment's
-    /// NVSHMEM_SYMMETRIC_SIZE, else NVSHMEM's default. Must be the same on every rank.
+    /// initialisation (it overrides the environment's) and put back when nvshmem_init() returns.
+    /// 0 (default): the environment's NVSHMEM_SYMMETRIC_SIZE, else NVSHMEM's default. Must be the
+    /// same on every rank. The environment is changed during the call: no other thread may read
+    /// or change it meanwhile (getenv/setenv are not thread-safe against setenv).
     std::size_t heap_size = 0;
 };
 
 namespace detail {
+
+// Sets the environment variable `name` to `value` while it lives (NVSHMEM reads its settings from
+// the environment when it initialises), then puts back what was there. `value` 0: no change.
+class env_override {
+public:
+    env_override(const char *name, std::size_t value) : name_(name) {
+        if (value == 0) return;
+        if (const char *prev = std::getenv(name)) {
+            had_ = true;
+            prev_ = prev;
+        }
+        set_ = ::setenv(name, std::to_string(value).c_str(), 1) == 0;
+    }
+    ~env_override() {
+        if (!set_) return;
+        if (had_)
+            ::setenv(name_, prev_.c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    env_override(const env_override &) = delete;
+    env_override &operator=(const env_override &) = delete;
+
+private:
+    const char *name_;
+    std::string prev_;
+    bool had_ = false, set_ = false;
+};
 
 // NVSHMEM 3.x's ABI structures in their version-1 layout (bootstrap_device_host/nvshmem_uniqueid.h,
 // device_host/nvshmem_types.h: nvshmemx_uniqueid_v1, nvshmemx_uniqueid_args_v1,
@@ -340,7 +370,7 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
     detail::agree(detail::select_device(opts.device, device, how), what);
 
     // 3. The unique id: made by rank 0 (a listening socket of NVSHMEM's bootstrap), sent by UPC++.
-    if (opts.heap_size > 0) ::setenv("NVSHMEM_SYMMETRIC_SIZE", std::to_string(opts.heap_size).c_str(), 1);
+    detail::env_override heap_size("NVSHMEM_SYMMETRIC_SIZE", opts.heap_size);  // until nvshmem_init returns
     struct id_wire {
         int ok;
         detail::nvshmem_uniqueid_v1 id;

@@ -2,6 +2,8 @@
 // without a GPU): one stream whose copies land when the test (or its "GPU" thread) says so.
 // Every copy gets the next sequence number; an event recorded after it reports ready once
 // landed() has reached that number. Querying a destroyed event traps (a use after free).
+// fail_records() makes the next cudaEventRecord calls fail; stream_waits() counts
+// cudaStreamWaitEvent and waited_stream() is the stream the last waited event was recorded on.
 #ifndef UXN_MODEL_CUDA_RUNTIME_API_H
 #define UXN_MODEL_CUDA_RUNTIME_API_H
 
@@ -17,6 +19,7 @@ struct CUstream_st {};
 struct CUevent_st {
     std::atomic<std::uint64_t> seq{0};
     std::atomic<int> alive{1};
+    CUstream_st *recorded_on = nullptr;
 };
 typedef CUstream_st *cudaStream_t;
 typedef CUevent_st *cudaEvent_t;
@@ -32,6 +35,18 @@ inline std::atomic<std::uint64_t> &landed() {  // copies landed so far (in order
 }
 inline std::atomic<long> &queries() {  // cudaEventQuery calls
     static std::atomic<long> v{0};
+    return v;
+}
+inline std::atomic<int> &fail_records() {  // cudaEventRecord calls still to fail
+    static std::atomic<int> v{0};
+    return v;
+}
+inline std::atomic<int> &stream_waits() {  // cudaStreamWaitEvent calls
+    static std::atomic<int> v{0};
+    return v;
+}
+inline std::atomic<CUstream_st *> &waited_stream() {  // where the last waited event was recorded
+    static std::atomic<CUstream_st *> v{nullptr};
     return v;
 }
 }  // namespace uxn_model
@@ -64,8 +79,13 @@ inline cudaError_t cudaMemcpyAsync(void *, const void *, std::size_t, cudaMemcpy
     uxn_model::issued()++;
     return cudaSuccess;
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (uxn_model::fail_records().load() > 0) {
+        uxn_model::fail_records()--;
+        return cudaErrorUnknown;
+    }
     e->seq = uxn_model::issued().load();
+    e->recorded_on = s;
     return cudaSuccess;
 }
 inline cudaError_t cudaEventQuery(cudaEvent_t e) {
@@ -82,6 +102,10 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
     while (uxn_model::landed().load() < t) std::this_thread::yield();
     return cudaSuccess;
 }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, int) { return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, int) {
+    uxn_model::stream_waits()++;
+    uxn_model::waited_stream() = e->recorded_on;
+    return cudaSuccess;
+}
 
 #endif

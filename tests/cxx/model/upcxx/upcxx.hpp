@@ -1,18 +1,27 @@
 // A stand-in for UPC++, for copy_engine_model_test only: personas whose LPC inbox (lpc_ff from
 // any thread) runs at their progress(), one per thread or made current by a persona_scope, and a
-// world of one rank for check.hpp.
+// world of one rank for check.hpp. foreign_posts() counts lpc_ff calls made by a thread that
+// does not hold the persona (after upcxx::finalize() such a post is an error in real UPC++).
 #ifndef UXN_MODEL_UPCXX_HPP
 #define UXN_MODEL_UPCXX_HPP
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <utility>
 
 namespace upcxx {
+struct persona;
+inline persona &current_persona();
+inline std::atomic<int> &foreign_posts() {
+    static std::atomic<int> v{0};
+    return v;
+}
 struct persona {
     template <class F>
     void lpc_ff(F &&f) {
+        if (&current_persona() != this) foreign_posts()++;
         std::lock_guard<std::mutex> lock(mu);
         inbox.emplace_back(std::forward<F>(f));
     }
