@@ -14,8 +14,9 @@
 #      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
 #      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
 #   7. README's first program (its marked blocks verbatim, in an env -i shell: built with CMake and
-#      with the upcxx wrapper) and tests/consumer (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without
-#      a GPU, they must fail together; skipped, visibly, when there is no UPC++
+#      with the upcxx wrapper), examples/ (a CMake project against the install) and tests/consumer
+#      (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without a GPU, they must
+#      fail together; skipped, visibly, when there is no UPC++
 #
 # Environment (all optional; defaults from the cache that .ci/run fills):
 #   UXN_CACHE                ${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}
