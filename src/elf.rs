@@ -272,6 +272,13 @@ const MAX_STRSZ: u64 = 16 << 20;
 const MAX_RELOCS: u64 = 1 << 22;
 
 #[cfg(target_arch = "x86_64")]
+const R_IRELATIVE: Option<u64> = Some(37);
+#[cfg(target_arch = "aarch64")]
+const R_IRELATIVE: Option<u64> = Some(1032);
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const R_IRELATIVE: Option<u64> = None;
+
+#[cfg(target_arch = "x86_64")]
 const NATIVE_MACHINE: Option<(u16, &str)> = Some((62, "x86-64"));
 #[cfg(target_arch = "aarch64")]
 const NATIVE_MACHINE: Option<(u16, &str)> = Some((183, "AArch64"));
@@ -553,6 +560,8 @@ fn check_dynamic<I: Image + ?Sized>(c: &Checker<'_, I>, vaddr: u64, memsz: u64) 
     // Relocations: each target inside a segment, each symbol inside the symbol table and named
     // inside the string table.
     let symtab = get(6);
+    // DT_TEXTREL, or DF_TEXTREL in DT_FLAGS: the loader makes the text writable to relocate it.
+    let textrel = get(22).is_some() || get(30).is_some_and(|f| f & 4 != 0);
     for (at, sz, ent) in [(7u64, 8u64, 24u64), (23, 2, if get(20) == Some(17) { 16 } else { 24 }), (17, 18, 16)] {
         let (Some(a), Some(total)) = (get(at), get(sz)) else { continue };
         if total / ent > MAX_RELOCS {
@@ -568,7 +577,167 @@ fn check_dynamic<I: Image + ?Sized>(c: &Checker<'_, I>, vaddr: u64, memsz: u64) 
             let n = (in_file - done).min(ent * 4096);
             let chunk = c.read(l.offset + rel + done, n, &|| format!("the relocations at 0x{a:x}"))?;
             done += n;
-            check_relocs(c, &chunk, ent, symtab, &string_ok)?;
+            check_relocs(c, &chunk, ent, symtab, textrel, &string_ok)?;
+        }
+    }
+    check_symbol_lookup(c, &get, &string_ok)
+}
+
+/// One dynamic symbol: named inside the string table; a defined function inside an executable
+/// segment, a defined object inside a segment (what a relocation or `dlsym` hands out is then
+/// at least mapped, and a function is code).
+fn check_dynsym<I: Image + ?Sized>(c: &Checker<'_, I>, s: &[u8], i: u64, string_ok: &dyn Fn(u64) -> bool) -> Result<(), FileProblem> {
+    if !string_ok(le(s, 0, 4)) {
+        return corrupt(format!("dynamic symbol {i}'s name is not inside DT_STRTAB"));
+    }
+    let (typ, shndx, value, size) = (s[4] & 0xf, le(s, 6, 2), le(s, 8, 8), le(s, 16, 8));
+    // Defined in a section of this file (not undefined, not SHN_ABS/COMMON/reserved).
+    if shndx == 0 || shndx >= 0xff00 {
+        return Ok(());
+    }
+    match typ {
+        2 | 10 if !c.load_of(value, 1).is_some_and(|l| l.executable()) => {
+            corrupt(format!("dynamic symbol {i} is a function at 0x{value:x}, outside every executable segment"))
+        }
+        1 if size > 0 && c.load_of(value, size).is_none() => {
+            corrupt(format!("dynamic symbol {i} is an object at 0x{value:x} ({size} bytes), outside every segment"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A little-endian u32 from the memory image (inside one PT_LOAD).
+fn u32_at<I: Image + ?Sized>(c: &Checker<'_, I>, vaddr: u64, what: &dyn Fn() -> String) -> Result<u64, FileProblem> {
+    Ok(le(&c.read_vaddr(vaddr, 4, what)?, 0, 4))
+}
+
+/// What `dlsym` and the loader's symbol lookup walk: the GNU and SysV hash tables (a bucket
+/// count of 0 divides by zero; a chain without its end bit runs off the mapping), every dynamic
+/// symbol they reach (named inside the string table), the version tables (their chains inside
+/// a segment, each version index the symbols use defined).
+fn check_symbol_lookup<I: Image + ?Sized>(
+    c: &Checker<'_, I>,
+    get: &dyn Fn(u64) -> Option<u64>,
+    string_ok: &dyn Fn(u64) -> bool,
+) -> Result<(), FileProblem> {
+    const MAX: u64 = 1 << 20;
+    let add = |a: u64, b: u64, what: &str| a.checked_add(b).ok_or_else(|| FileProblem::Corrupt(format!("{what} overflows")));
+    let mut nsyms = 0u64;
+    if let Some(h) = get(0x6fff_fef5) {
+        let what = || "DT_GNU_HASH".to_string();
+        let hdr = c.read_vaddr(h, 16, &what)?;
+        let (nbuckets, symoffset, bloom) = (le(&hdr, 0, 4), le(&hdr, 4, 4), le(&hdr, 8, 4));
+        if nbuckets == 0 || nbuckets > MAX || bloom == 0 || !bloom.is_power_of_two() || bloom > MAX {
+            return corrupt(format!("DT_GNU_HASH has {nbuckets} buckets and {bloom} bloom words"));
+        }
+        let buckets_at = add(h, 16 + bloom * 8, "DT_GNU_HASH")?;
+        let buckets = c.read_vaddr(buckets_at, nbuckets * 4, &what)?;
+        let chain_at = add(buckets_at, nbuckets * 4, "DT_GNU_HASH")?;
+        let mut top = 0;
+        for b in buckets.chunks_exact(4).map(|b| le(b, 0, 4)) {
+            if b != 0 && b < symoffset {
+                return corrupt(format!("DT_GNU_HASH bucket {b} is below its first hashed symbol {symoffset}"));
+            }
+            top = top.max(b);
+        }
+        nsyms = symoffset;
+        if top != 0 {
+            // Every chain ends at or before the end of the last one: walk that one.
+            let mut i = top;
+            loop {
+                if i - symoffset > MAX {
+                    return corrupt("a DT_GNU_HASH chain has no end".into());
+                }
+                let at = add(chain_at, (i - symoffset) * 4, "DT_GNU_HASH")?;
+                let v = u32_at(c, at, &what)?;
+                i += 1;
+                if v & 1 == 1 {
+                    break;
+                }
+            }
+            nsyms = i;
+        }
+    }
+    if let Some(h) = get(4) {
+        let what = || "DT_HASH".to_string();
+        let hdr = c.read_vaddr(h, 8, &what)?;
+        let (nbucket, nchain) = (le(&hdr, 0, 4), le(&hdr, 4, 4));
+        if nbucket == 0 || nbucket > MAX || nchain > MAX {
+            return corrupt(format!("DT_HASH has {nbucket} buckets and {nchain} chain entries"));
+        }
+        let t = c.read_vaddr(h + 8, (nbucket + nchain) * 4, &what)?;
+        if let Some(v) = t.chunks_exact(4).map(|b| le(b, 0, 4)).find(|v| *v >= nchain) {
+            return corrupt(format!("DT_HASH names symbol {v}, past its {nchain} chain entries"));
+        }
+        nsyms = nsyms.max(nchain);
+    }
+    if nsyms > MAX {
+        return corrupt(format!("{nsyms} dynamic symbols"));
+    }
+    if nsyms > 0 {
+        let Some(symtab) = get(6) else { return corrupt("hash tables without DT_SYMTAB".into()) };
+        let syms = c.read_vaddr(symtab, nsyms * SYM_LEN, &|| format!("the dynamic symbol table ({nsyms} symbols)"))?;
+        for (i, s) in syms.chunks_exact(SYM_LEN as usize).enumerate() {
+            check_dynsym(c, s, i as u64, string_ok)?;
+        }
+    }
+    // Version definitions and needs: chains the loader follows until a 0 link.
+    let mut ndx_high = 1u64;
+    if let Some(mut at) = get(0x6fff_fffc) {
+        for n in 0.. {
+            if n > 0xffff {
+                return corrupt("the DT_VERDEF chain has no end".into());
+            }
+            let what = || "DT_VERDEF".to_string();
+            let d = c.read_vaddr(at, 20, &what)?;
+            if le(&d, 0, 2) != 1 {
+                return corrupt(format!("a version definition has vd_version {}", le(&d, 0, 2)));
+            }
+            ndx_high = ndx_high.max(le(&d, 4, 2) & 0x7fff);
+            let aux = c.read_vaddr(add(at, le(&d, 12, 4), "DT_VERDEF")?, 8, &what)?;
+            if !string_ok(le(&aux, 0, 4)) {
+                return corrupt("a version definition's name is not inside DT_STRTAB".into());
+            }
+            match le(&d, 16, 4) {
+                0 => break,
+                next => at = add(at, next, "DT_VERDEF")?,
+            }
+        }
+    }
+    if let Some(mut at) = get(0x6fff_fffe) {
+        let mut steps = 0u64;
+        loop {
+            let what = || "DT_VERNEED".to_string();
+            let e = c.read_vaddr(at, 16, &what)?;
+            if le(&e, 0, 2) != 1 || !string_ok(le(&e, 4, 4)) {
+                return corrupt("a version need has a bad vn_version or file name".into());
+            }
+            let mut aux = add(at, le(&e, 8, 4), "DT_VERNEED")?;
+            loop {
+                steps += 1;
+                if steps > 0xffff {
+                    return corrupt("the DT_VERNEED chain has no end".into());
+                }
+                let a = c.read_vaddr(aux, 16, &what)?;
+                ndx_high = ndx_high.max(le(&a, 6, 2) & 0x7fff);
+                if !string_ok(le(&a, 8, 4)) {
+                    return corrupt("a needed version's name is not inside DT_STRTAB".into());
+                }
+                match le(&a, 12, 4) {
+                    0 => break,
+                    next => aux = add(aux, next, "DT_VERNEED")?,
+                }
+            }
+            match le(&e, 12, 4) {
+                0 => break,
+                next => at = add(at, next, "DT_VERNEED")?,
+            }
+        }
+    }
+    if let (Some(versym), true) = (get(0x6fff_fff0), nsyms > 0) {
+        let v = c.read_vaddr(versym, nsyms * 2, &|| "DT_VERSYM".into())?;
+        if let Some(x) = v.chunks_exact(2).map(|b| le(b, 0, 2) & 0x7fff).find(|x| *x > ndx_high) {
+            return corrupt(format!("a symbol has version index {x}, but the highest defined or needed is {ndx_high}"));
         }
     }
     Ok(())
@@ -579,23 +748,33 @@ fn check_relocs<I: Image + ?Sized>(
     table: &[u8],
     ent: u64,
     symtab: Option<u64>,
+    textrel: bool,
     string_ok: &dyn Fn(u64) -> bool,
 ) -> Result<(), FileProblem> {
     for r in table.chunks_exact(ent as usize) {
         let (target, info) = (le(r, 0, 8), le(r, 8, 8));
-        if info & 0xffff_ffff == 0 {
+        let typ = info & 0xffff_ffff;
+        if typ == 0 {
             continue; // R_*_NONE (also the zeros past p_filesz)
         }
-        c.in_load(target, 8, &|| "a relocation's target".into())?;
+        let l = c.in_load(target, 8, &|| "a relocation's target".into())?;
+        if !l.writable() && !textrel {
+            return corrupt(format!("a relocation writes to 0x{target:x}, in a read-only segment (and there is no DT_TEXTREL)"));
+        }
+        if Some(typ) == R_IRELATIVE && ent == 24 {
+            // The loader calls the addend as the resolver.
+            let resolver = le(r, 16, 8);
+            if !c.load_of(resolver, 1).is_some_and(|l| l.executable()) {
+                return corrupt(format!("an IRELATIVE relocation's resolver 0x{resolver:x} is not in an executable segment"));
+            }
+        }
         let sym = info >> 32;
         if sym != 0 {
             let Some(base) = symtab else { return corrupt("a relocation names a symbol but there is no DT_SYMTAB".into()) };
             let at = sym.checked_mul(SYM_LEN).and_then(|o| o.checked_add(base));
             let Some(at) = at else { return corrupt(format!("relocation symbol {sym} overflows")) };
             let s = c.read_vaddr(at, SYM_LEN, &|| format!("dynamic symbol {sym}"))?;
-            if !string_ok(le(&s, 0, 4)) {
-                return corrupt(format!("dynamic symbol {sym}'s name is not inside DT_STRTAB"));
-            }
+            check_dynsym(c, &s, sym, string_ok)?;
         }
     }
     Ok(())

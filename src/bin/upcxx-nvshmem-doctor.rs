@@ -340,7 +340,10 @@ fn in_child(work: impl FnOnce() -> String) -> Result<String, String> {
         ));
     }
     if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        return Err(format!("the process that loaded it exited with status {}", libc::WEXITSTATUS(status)));
+        let code = libc::WEXITSTATUS(status);
+        // 127: the loader's own exit when a symbol cannot be resolved (lazy binding at a call).
+        let note = if code == 127 { " (the dynamic loader's exit for a symbol it cannot resolve; its message is on stderr)" } else { "" };
+        return Err(format!("the process that loaded it exited with status {code}{note}"));
     }
     String::from_utf8(out).map_err(|_| "the process that loaded it wrote no report".to_string())
 }
