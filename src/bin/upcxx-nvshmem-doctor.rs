@@ -11,9 +11,16 @@
 //! - 0 supported;
 //! - 1 degraded (public route only);
 //! - 2 unsupported, also when no PATH is given and the search finds no library (the environment
-//!   is the input then);
+//!   is the input then), and for a file that is empty, not ELF, truncated, corrupt, or whose
+//!   loading crashes (a signal in the child process that loads it) or takes over 20 s;
 //! - 64 (EX_USAGE) usage error: an unknown option, more than one PATH; the usage goes to stderr;
-//! - 66 (EX_NOINPUT) PATH does not exist or cannot be read, or is a directory without the library.
+//! - 66 (EX_NOINPUT) PATH does not exist or cannot be read (a symlink loop), is not a regular
+//!   file (a FIFO, socket or device: never opened for reading, never waited on), or is a
+//!   directory without the library.
+//!
+//! A file is never given to `dlopen` before its ELF headers have been checked against it
+//! (`elf::check_image`), and it is loaded in a forked child: the doctor itself never dies of a
+//! signal or hangs on any file.
 //!
 //! With 64 and 66 nothing is written to stdout (not even with `--json`); the message is on stderr.
 
@@ -40,9 +47,11 @@ what was searched (exit 2).
 Exit status:
   0   supported
   1   degraded (public route only)
-  2   unsupported (also: no PATH and no NVSHMEM host library found)
+  2   unsupported (also: no PATH and no NVSHMEM host library found; a file that is empty,
+      not ELF, truncated or corrupt (never loaded), or whose loading crashes or stalls)
   64  usage error (unknown option, more than one PATH)
-  66  PATH does not exist or cannot be read, or is a directory without an NVSHMEM host library";
+  66  PATH does not exist or cannot be read, is not a regular file (FIFO, socket, device),
+      or is a directory without an NVSHMEM host library";
 
 /// sysexits.h EX_USAGE: the command was used incorrectly.
 const EX_USAGE: i32 = 64;
