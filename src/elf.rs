@@ -56,7 +56,11 @@ pub fn lookup(path: &Path, names: &[&str]) -> Result<SymtabLookup, String> {
 /// Looks `names` up without the cache (mmap + parse).
 #[allow(unsafe_code)]
 pub fn lookup_uncached(path: &Path, names: &[&str]) -> Result<SymtabLookup, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // A regular file only (a FIFO put in its place is not waited on).
+    let file = open_regular(path).map_err(|p| match p {
+        FileProblem::Io(e) => format!("cannot open {}: {e}", path.display()),
+        other => other.describe(path),
+    })?;
     // SAFETY: the mapping is read-only and private; a library file being rewritten under a
     // running process is already undefined for the loader itself.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("cannot mmap {}: {e}", path.display()))?;
@@ -854,6 +858,33 @@ mod tests {
         assert!(r.symbols[1].is_none());
         // Second call is served from the cache and is identical.
         assert_eq!(lookup(&exe, &["main", "no_such_symbol_xyz"]).unwrap(), r);
+    }
+
+    #[test]
+    fn check_image_on_this_test_binary_and_its_cuts() {
+        let exe = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        if exe.get(16) != Some(&3) {
+            return; // not a PIE: an executable is refused as such
+        }
+        let full = check_image(&exe[..]).expect("the test binary's own headers are sound");
+        assert!(full.has_symtab && full.sections > 0 && !full.loads.is_empty());
+        assert_eq!(check_image(&exe[..0]), Err(FileProblem::Empty));
+        assert_eq!(check_image(&exe[..3]), Err(FileProblem::NotElf));
+        assert_eq!(check_image(&b"hello, world"[..]), Err(FileProblem::NotElf));
+        for n in [16, 64, 700, exe.len() / 2, exe.len() - 1] {
+            assert!(matches!(check_image(&exe[..n]), Err(FileProblem::Truncated { size, .. }) if size == n as u64), "cut at {n}");
+        }
+        // A field read from the file never overflows: e_phoff at 2^64-8.
+        let mut bad = exe.clone();
+        bad[32..40].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
+        assert!(matches!(check_image(&bad[..]), Err(FileProblem::Corrupt(m)) if m.contains("overflows")));
+    }
+
+    #[test]
+    fn open_regular_refuses_what_is_not_a_file() {
+        assert_eq!(open_regular(Path::new("/dev/null")).unwrap_err(), FileProblem::NotRegular("a character device"));
+        assert_eq!(open_regular(Path::new("/")).unwrap_err(), FileProblem::NotRegular("a directory"));
+        assert!(matches!(open_regular(Path::new("/nonexistent/x")), Err(FileProblem::Io(_))));
     }
 
     #[test]
