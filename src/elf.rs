@@ -260,6 +260,7 @@ const PF_X: u32 = 1;
 const PF_W: u32 = 2;
 const SHT_NULL: u32 = 0;
 const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
 const SHT_NOBITS: u32 = 8;
 const SHT_DYNSYM: u32 = 11;
 const EHDR_LEN: u64 = 64;
@@ -814,6 +815,9 @@ fn check_sections<I: Image + ?Sized>(
         return corrupt(format!("e_shstrndx {strndx} is not a section (there are {count})"));
     }
     let mut has_symtab = false;
+    // (symbol table section, its string table section), checked once all types are known.
+    let mut links: Vec<(u64, u64)> = Vec::new();
+    let mut types: Vec<u32> = Vec::with_capacity(count as usize);
     const CHUNK: u64 = 1024;
     let mut i = 0;
     while i < count {
@@ -822,6 +826,7 @@ fn check_sections<I: Image + ?Sized>(
         for (j, h) in t.chunks_exact(SHDR_LEN as usize).enumerate() {
             let k = i + j as u64;
             let (typ, offset, size, link, entsize) = (le(h, 4, 4) as u32, le(h, 24, 8), le(h, 32, 8), le(h, 40, 4), le(h, 56, 8));
+            types.push(typ);
             if typ != SHT_NULL && typ != SHT_NOBITS {
                 c.span(offset, size, &|| format!("section {k} (sh_type {typ}, at offset 0x{offset:x}, 0x{size:x} bytes)"))?;
             }
@@ -833,9 +838,13 @@ fn check_sections<I: Image + ?Sized>(
                     return corrupt(format!("symbol table section {k}: its string table {link} is not a section"));
                 }
                 has_symtab |= typ == SHT_SYMTAB;
+                links.push((k, link));
             }
         }
         i += n;
+    }
+    if let Some((k, link)) = links.into_iter().find(|(_, l)| types[*l as usize] != SHT_STRTAB) {
+        return corrupt(format!("symbol table section {k}: its string table {link} is not a string table section"));
     }
     Ok((count, has_symtab))
 }

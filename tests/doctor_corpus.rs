@@ -234,6 +234,13 @@ fn corrupt_headers_are_named_corrupt() {
     let mut b = bytes.clone();
     b[40..48].copy_from_slice(&(shoff as u64 + 3).to_le_bytes()); // e_shoff past the table
     cases.push(("e_shoff moved", b, "is truncated"));
+    // .symtab's sh_link pointed at a section that is no string table (it used to be "stripped"
+    // or "unreadable" after dlopen): corrupt.
+    let mut b = bytes.clone();
+    let shnum = u16::from_le_bytes([bytes[60], bytes[61]]) as usize;
+    let symtab = (0..shnum).map(|i| shoff + i * 64).find(|o| bytes[o + 4] == 2).expect(".symtab");
+    b[symtab + 40..symtab + 44].copy_from_slice(&1u32.to_le_bytes());
+    cases.push((".symtab linked to section 1", b, "its string table 1 is not a string table section"));
     let mut b = bytes.clone();
     b[4] = 1; // ELFCLASS32
     cases.push(("ELFCLASS32", b, "cannot be loaded by this process: it is a 32-bit ELF file"));
