@@ -226,6 +226,7 @@ static void nvshmem_op(gp_gpu_t src, D dst, long len) {
 }
 template<sync_type sync>
 static void nvshmem_op(gp_gpu_t src, gp_gpu_t dst, long len) {
+  (void)dst;
   if (src.where() == rank_me()) {  // LGpu -> RGpu
     if (sync == sync_type::blocking_op) nvshmem_putmem(gpu_sym, gpu_sym, len, partner_pe);
     else nvshmem_putmem_nbi(gpu_sym, gpu_sym, len, partner_pe);
