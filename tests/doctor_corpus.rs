@@ -9,7 +9,8 @@
 //!   into data), also placed in an executable section;
 //! - `nvshmemi_device_state` with `st_size` 2^64-1, 2^16 or at an odd address (before: a panic
 //!   in debug builds, "supported" in release builds);
-//! - a library whose constructor crashes (contained: the doctor loads in a child process).
+//! - a library whose constructor crashes or stalls (contained: the doctor loads in a child
+//!   process, killed after `UXN_DOCTOR_LOAD_TIMEOUT_S`).
 
 mod common;
 mod doctor_util;
@@ -209,6 +210,18 @@ fn a_library_that_crashes_when_loaded_is_reported() {
     let j = json_of(&o);
     let reason = j["reason"].as_str().unwrap();
     assert!(reason.contains("killed the process that loaded it with signal 11"), "{reason}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_library_that_stalls_when_loaded_is_reported() {
+    // The load timeout (20 s) shortened to 1 s: the child is killed, the doctor answers.
+    let dir = scratch("corpus-stall");
+    let so = build_so(&dir, "libstall.so", &stalling_constructor_source());
+    let o = doctor(&["--json", so.to_str().unwrap()], &[("UXN_DOCTOR_LOAD_TIMEOUT_S", "1")], KILL_AFTER);
+    o.expect(2, LIMIT_S + 1.0, "libstall.so");
+    let reason = json_of(&o)["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("loading it had not finished after 1 s (the process that loaded it was killed)"), "{reason}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -12,7 +12,8 @@
 //! - 1 degraded (public route only);
 //! - 2 unsupported, also when no PATH is given and the search finds no library (the environment
 //!   is the input then), and for a file that is empty, not ELF, truncated, corrupt, or whose
-//!   loading crashes (a signal in the child process that loads it) or takes over 20 s;
+//!   loading crashes (a signal in the child process that loads it) or takes over 20 s
+//!   (`UXN_DOCTOR_LOAD_TIMEOUT_S`);
 //! - 64 (EX_USAGE) usage error: an unknown option, more than one PATH; the usage goes to stderr;
 //! - 66 (EX_NOINPUT) PATH does not exist or cannot be read (a symlink loop), is not a regular
 //!   file (a FIFO, socket or device: never opened for reading, never waited on), or is a
@@ -51,7 +52,10 @@ Exit status:
       not ELF, truncated or corrupt (never loaded), or whose loading crashes or stalls)
   64  usage error (unknown option, more than one PATH)
   66  PATH does not exist or cannot be read, is not a regular file (FIFO, socket, device),
-      or is a directory without an NVSHMEM host library";
+      or is a directory without an NVSHMEM host library
+
+A file is checked before it is loaded, then loaded in a child process, killed after 20 s
+(UXN_DOCTOR_LOAD_TIMEOUT_S=<seconds>).";
 
 /// sysexits.h EX_USAGE: the command was used incorrectly.
 const EX_USAGE: i32 = 64;
@@ -251,7 +255,13 @@ fn from_argument(arg: &Path) -> (PathBuf, String) {
 }
 
 /// How long loading and analysing a library may take in the child process.
+/// `UXN_DOCTOR_LOAD_TIMEOUT_S` (1 to 3600 seconds) overrides it.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn load_timeout() -> Duration {
+    let from_env = std::env::var("UXN_DOCTOR_LOAD_TIMEOUT_S").ok().and_then(|v| v.trim().parse::<u64>().ok());
+    from_env.map_or(LOAD_TIMEOUT, |s| Duration::from_secs(s.clamp(1, 3600)))
+}
 
 /// The report on a file: checked here (never loaded when the check fails), then loaded and
 /// analysed in a child process, so that whatever the checks cannot see (the library's own
@@ -304,7 +314,8 @@ fn in_child(work: impl FnOnce() -> String) -> Result<String, String> {
     let mut r = unsafe { std::fs::File::from_raw_fd(fds[0]) };
     // SAFETY: our own descriptor.
     unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) };
-    let deadline = Instant::now() + LOAD_TIMEOUT;
+    let limit = load_timeout();
+    let deadline = Instant::now() + limit;
     let mut out = Vec::new();
     let mut status = 0;
     let mut exited = false;
@@ -334,7 +345,7 @@ fn in_child(work: impl FnOnce() -> String) -> Result<String, String> {
                 libc::kill(pid, libc::SIGKILL);
                 libc::waitpid(pid, &mut status, 0);
             }
-            return Err(format!("loading it had not finished after {} s (the process that loaded it was killed)", LOAD_TIMEOUT.as_secs()));
+            return Err(format!("loading it had not finished after {} s (the process that loaded it was killed)", limit.as_secs()));
         }
         let mut p = libc::pollfd { fd: fds[0], events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd.

@@ -138,6 +138,11 @@ pub fn crashing_constructor_source() -> String {
     format!("{FAKE_API}\n__attribute__((constructor)) static void boom(void) {{ *(volatile int *)8 = 1; }}\n")
 }
 
+/// A library whose constructor sleeps for a minute: only the doctor's load timeout ends it.
+pub fn stalling_constructor_source() -> String {
+    format!("{FAKE_API}\n#include <unistd.h>\n__attribute__((constructor)) static void stall(void) {{ sleep(60); }}\n")
+}
+
 /// The smallest pip-installed release's `libnvshmem_host.so.3` (the real file the corpus and the
 /// fuzz test cut and mutate), or None (skip) where none is installed.
 pub fn real_library() -> Option<PathBuf> {
