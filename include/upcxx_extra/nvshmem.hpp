@@ -24,7 +24,8 @@
 //   collective.hpp   collective steps that fail on every rank together
 //   backend.hpp      the UPC++ release, chosen once (allocator API, global pointer internals,
 //                    upcxx::copy's completion machinery)
-//   copy_engine.hpp  the fast copies: stream, events, completion on the initiating persona
+//   copy_engine.hpp  the fast copies: stream, events, lanes completed on the initiating persona
+//   copy.hpp         one heap.copy: arguments, where each end is, the path, its notifications
 //   heap.hpp         nvshmem_heap
 //   init.hpp         nvshmem_init() / nvshmem_finalize(): NVSHMEM bootstrapped by UPC++
 //   device_library.hpp  (include it in one source of a program with its own NVSHMEM kernels)
@@ -37,6 +38,7 @@
 #include "upcxx_extra/nvshmem/collective.hpp"
 #include "upcxx_extra/nvshmem/backend.hpp"
 #include "upcxx_extra/nvshmem/copy_engine.hpp"
+#include "upcxx_extra/nvshmem/copy.hpp"
 #include "upcxx_extra/nvshmem/heap.hpp"
 #include "upcxx_extra/nvshmem/init.hpp"
 

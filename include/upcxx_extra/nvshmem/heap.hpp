@@ -27,6 +27,7 @@
 #include "upcxx_extra_nvshmem.h"
 #include "upcxx_extra/nvshmem/backend.hpp"
 #include "upcxx_extra/nvshmem/collective.hpp"
+#include "upcxx_extra/nvshmem/copy.hpp"
 #include "upcxx_extra/nvshmem/copy_engine.hpp"
 #include "upcxx_extra/nvshmem/error.hpp"
 
@@ -65,6 +66,7 @@ struct rank_entry {
 /// must not run concurrently with them.
 class nvshmem_heap {
     using backend = detail::upcxx_backend;
+    friend struct detail::copy_path<nvshmem_heap>;  // the copy path (copy.hpp) reads the heap's state
 
 public:
     using device_gptr = detail::device_gptr;
@@ -242,7 +244,7 @@ public:
     /// heap, or a CUDA error when the copy is issued.
     template <class... A>
     auto copy(A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return dispatch(detail::stream_order::none(), std::forward<A>(a)...);
+        return detail::copy_path<nvshmem_heap>::dispatch(*this, detail::stream_order::none(), std::forward<A>(a)...);
     }
 
     /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
@@ -252,7 +254,8 @@ public:
     /// runs), cudaStreamLegacy, cudaStreamPerThread and created streams.
     template <class... A>
     auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return dispatch(detail::stream_order::after(stream), std::forward<A>(a)...);
+        return detail::copy_path<nvshmem_heap>::dispatch(*this, detail::stream_order::after(stream),
+                                                         std::forward<A>(a)...);
     }
 
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued
@@ -265,148 +268,6 @@ public:
     }
 
 private:
-    // ---- copy ----------------------------------------------------------------------------------
-
-    template <class S, class D>
-    auto dispatch(detail::stream_order after, S &&src, D &&dst,
-                  std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
-        return dispatch(after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
-    }
-
-    template <class S, class D, class Cxs>
-    auto dispatch(detail::stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
-        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
-        using src_end = detail::copy_end<typename std::decay<S>::type>;
-        using dst_end = detail::copy_end<typename std::decay<D>::type>;
-        using cx = typename backend::template cx<Cxs>;
-        if (!active_) throw inactive("nvshmem_heap::copy");
-        if (!src || !dst)
-            throw nvshmem_error(
-                UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
-                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") + " is a null pointer");
-        void *from = nullptr, *to = nullptr;
-        std::size_t bytes = 0;
-        int rank_s = -1, rank_d = -1;
-        if constexpr (src_end::known && dst_end::known) {
-            using T = typename dst_end::element;
-            cx::template assert_sane<T>();
-            if (n > static_cast<std::size_t>(-1) / sizeof(T))
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    "nvshmem_heap::copy: " + std::to_string(n) + " elements of " +
-                                        std::to_string(sizeof(T)) + " bytes overflow size_t");
-            bytes = n * sizeof(T);
-            // Both ends are checked whatever the path: a raw pointer into the heap, or a range
-            // that starts in the heap and runs past extent(), is an error.
-            const bool heap_s = reach(src, bytes, "source", from, rank_s);
-            const bool heap_d = reach(dst, bytes, "destination", to, rank_d);
-            if (!(heap_s || heap_d) || (cx::want_remote && !backend::fast_remote) || engine_->force_fallback())
-                from = to = nullptr;
-        }
-        if (n == 0 || !from || !to) {
-            engine_->count_fallback();
-            if (after.set) wait_for(after.stream);
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
-        }
-        // The fast path: issued now, completed at the initiator's progress, notified through
-        // upcxx::copy's own completion machinery (its arguments bound here, by value).
-        auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, std::forward<Cxs>(cxs));
-        f->bytes = bytes;
-        f->rank_s = rank_s;
-        f->rank_d = rank_d;
-        fast_flight<S, D, Cxs> &fl = *f;
-        engine_->start(std::move(f), to, from, after);  // throws: nothing copied, nothing notified
-        cx::owe_remote(*fl.initiator);
-        return cx::returner(fl.here, false)();  // the flight completes only in progress, later
-    }
-
-    /// A fast copy in flight: its notifications (upcxx::copy's completion state for `Cxs`, and
-    /// its remote part bound for the target rank), and the pointers to redo it through
-    /// upcxx::copy if CUDA fails it.
-    template <class S, class D, class Cxs>
-    struct fast_flight final : detail::flight {
-        using cx = typename backend::template cx<Cxs>;
-        fast_flight(const S &s, const D &d, std::size_t count, Cxs &&cxs)
-            : src(s),
-              dst(d),
-              n(count),
-              here(std::forward<Cxs>(cxs)),
-              remote(cx::bind_remote(std::forward<Cxs>(cxs))),
-              initiator(&upcxx::current_persona()) {}
-
-        typename std::decay<S>::type src;
-        typename std::decay<D>::type dst;
-        std::size_t n;
-        typename cx::here_t here;
-        typename cx::remote_t remote;
-        upcxx::persona *initiator;
-
-        void notify() {
-            cx::send_remote(*initiator, rank_d, std::move(remote));
-            here.template operator()<upcxx::source_cx_event>();
-            here.template operator()<upcxx::operation_cx_event>();
-        }
-        void finish(std::unique_ptr<detail::flight> self, cudaError_t e, bool redo_ok) override {
-            if (e == cudaSuccess || !redo_ok) return notify();
-            // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
-            // bytes landed. The flight lives until then.
-            std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));
-            (void)upcxx::copy(keep->src, keep->dst, keep->n).then([keep] { keep->notify(); });
-        }
-    };
-
-    // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap.
-    // The heap's reserved range is checked here, with no C call: a host pointer (the usual case)
-    // costs a subtraction and leaves the thread's last C error alone.
-    template <class T>
-    bool reach(T *p, std::size_t, const char *which, void *&local, int &rank) const {
-        const std::size_t off = reinterpret_cast<std::uintptr_t>(p) - info_.base;
-        if (off < info_.reserved)
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                std::string("nvshmem_heap::copy: the ") + which +
-                                    " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
-                                    "); upcxx::copy reads a T* as this process's host memory: pass "
-                                    "heap.to_global_ptr(p) instead");
-        local = const_cast<void *>(static_cast<const void *>(p));  // CUDA reads and writes host memory
-        rank = upcxx::rank_me();
-        return false;
-    }
-    // A global pointer: into this heap (the address this process reaches it at, or nullptr when
-    // not mapped here), this rank's own device memory or host memory this process reaches (its
-    // address), or neither (nullptr). Returns whether it is heap memory.
-    template <class T, upcxx::memory_kind K>
-    bool reach(const upcxx::global_ptr<T, K> &p, std::size_t bytes, const char *which, void *&local, int &rank) const {
-        const detail::gptr_view v = backend::view(p);
-        rank = v.rank;
-        local = nullptr;
-        if (v.kind == upcxx::memory_kind::host) {
-            // This rank's shared memory, or a local_team peer's: this process's view of it.
-            if (p.is_local()) local = const_cast<void *>(static_cast<const void *>(p.local()));
-            return false;
-        }
-        if (v.kind != upcxx::memory_kind::cuda_device) return false;
-        if (!owns(v, nullptr)) {
-            if (v.rank == upcxx::rank_me()) local = v.raw;  // this rank's own device memory
-            return false;
-        }
-        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_local_ptr(v.rank, v.raw, bytes, &local, nullptr, nullptr);
-        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
-            nvshmem_error e = translation_error(s);
-            throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which + " range: " + e.what());
-        }
-        return true;
-    }
-
-    // Host waits for `stream` (copies that cannot be ordered on the GPU).
-    void wait_for(cudaStream_t stream) const {
-        detail::device_scope on(info_.device);
-        cudaError_t e = cudaStreamSynchronize(stream);
-        if (e != cudaSuccess)
-            throw nvshmem_error(
-                UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") + cudaGetErrorString(e),
-                nvshmem_errc::cuda);
-    }
-
     // ---- which memory is this heap's -----------------------------------------------------------
 
     // Whether `v` names one of this heap's UPC++ segments (compared by segment, never by pointer
