@@ -9,6 +9,8 @@ UXN_CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
 # one NVSHMEM that the quickstart (UXN_DEPS=user) installs.
 UXN_NVSHMEM_VERSIONS=(3.1.7 3.4.5 3.8.0)
 UXN_NVSHMEM_DEFAULT=3.4.5
+# nvidia-cufftmp-cu13 release of examples/cufftmp's test; it loads nvidia-nvshmem-cu13 >= 3.8.0.
+UXN_CUFFTMP_VERSION=12.1.3.2
 # The CUDA major version of the user's NVSHMEM wheel: 12 (nvidia-nvshmem-cu12, runs on drivers
 # >= 525, CUDA 12.x and 13.x alike) or 13 (nvidia-nvshmem-cu13, needs a CUDA 13 driver, >= 580).
 # Match the CUDA major version of the toolkit the program is built with. The tests use cu12.

@@ -164,6 +164,15 @@ if [ -x "$SHARED_UPCXX/setup.sh" ]; then
     echo "nvvm (nvidia-nvvm wheel): installing into $CACHE/nvvm"
     pip_target "$CACHE/nvvm" "nvidia-nvvm==13.0.88"
   fi
+  # cuFFTMp for examples/cufftmp's test: the cu13 wheel (205 MB) and the cu13 NVSHMEM it loads.
+  nvshmem_wheel 3.8.0 13
+  if [ -e "$CACHE/cufftmp/$UXN_CUFFTMP_VERSION/nvidia/cufftmp/cu13/lib/libcufftMp.so.12" ]; then
+    echo "nvidia-cufftmp-cu13 $UXN_CUFFTMP_VERSION: cached in $CACHE/cufftmp/$UXN_CUFFTMP_VERSION"
+  else
+    echo "nvidia-cufftmp-cu13 $UXN_CUFFTMP_VERSION: installing into $CACHE/cufftmp/$UXN_CUFFTMP_VERSION"
+    mkdir -p "$CACHE/cufftmp"
+    pip_target "$CACHE/cufftmp/$UXN_CUFFTMP_VERSION" "nvidia-cufftmp-cu13==$UXN_CUFFTMP_VERSION"
+  fi
   export UXN_UPCXX_ROOT="$CACHE/upcxx"
 else
   echo "UPC++: SKIPPED: no $SHARED_UPCXX/setup.sh (the C++ layer's tests will be skipped)"

@@ -13,6 +13,9 @@
 #      ../shared/upcxx/setup.sh in $UXN_UPCXX_ROOT: header alone (-Wall -Wextra -Werror), the CPU
 #      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
 #      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
+#   6b. UPC++'s GPU microbenchmark ported onto the heap (tests/cxx/bench, four variants) and
+#      examples/cufftmp, built against each UPC++ release and started without a GPU (SKIPPED /
+#      a clean failure on every rank)
 #   7. README's first program (its marked blocks verbatim, in an env -i shell: built with CMake and
 #      with the upcxx wrapper), examples/ (a CMake project against the install) and tests/consumer
 #      (FetchContent, add_subdirectory) against real UPC++: run on 2 ranks without a GPU, they must
@@ -330,6 +333,40 @@ if [ "$installed" = 1 ]; then
     echo
     echo "== C++ layer: SKIPPED: no UPC++ in $UPCXX_ROOT (../shared/upcxx absent: see scripts/install-deps.sh)"
     skipped+=("C++ layer against UPC++ (no ../shared/upcxx)")
+  fi
+
+  # 6b. UPC++'s GPU microbenchmark (tests/cxx/bench: gpu_microbenchmark.cpp built four ways) and
+  # 7b. examples/cufftmp (cuFFTMp from UPC++ with CUFFT_COMM_NONE), against each UPC++ release
+  # (seq, opt): they build against the installed package; started on 2 ranks without a GPU, the
+  # benchmark's variants say SKIPPED (exit 77: ctest "Skipped"), and every rank of the cuFFTMp
+  # example fails with rank 0's nvshmem_init error (examples/cufftmp/check-no-gpu.sh).
+  microbench() { # release
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/microbench-$1" newest="${UXN_NVSHMEM_ROOTS##*:}"
+    [ -n "$newest" ] || { echo "no NVSHMEM release in $CACHE"; return 1; }
+    UPCXX_INSTALL="$u" UPCXX_THREADMODE=seq UPCXX_CODEMODE=O3 UPCXX_NETWORK=smp \
+      cmake -S "$ROOT/tests/cxx/bench" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" -DNVSHMEM_HOME="$newest" \
+        -DCUDA_HOME="$UPCXX_ROOT/cuda-home" -DUXN_BENCH_LD_LIBRARY_PATH="$UPCXX_ROOT/cuda-home/lib64/stubs" &&
+      cmake --build "$dir" -j "$JOBS" &&
+      (cd "$dir" && ctest --output-on-failure)
+  }
+  cufftmp_example() { # release
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cufftmp-$1" nv cfm
+    nv="$(uxn_nvshmem_root 3.8.0 13)"
+    cfm="$CACHE/cufftmp/$UXN_CUFFTMP_VERSION/nvidia/cufftmp/cu13"
+    [ -e "$cfm/lib/libcufftMp.so.12" ] && [ -e "$nv/lib/libnvshmem_host.so.3" ] ||
+      { echo "no nvidia-cufftmp-cu13 $UXN_CUFFTMP_VERSION or nvidia-nvshmem-cu13 3.8.0 in $CACHE (bash scripts/install-deps.sh)"; return 1; }
+    UPCXX_INSTALL="$u" UPCXX_THREADMODE=seq UPCXX_CODEMODE=O3 UPCXX_NETWORK=smp \
+      cmake -S "$ROOT/examples/cufftmp" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" -DNVSHMEM_HOME="$nv" \
+        -DCUFFTMP_HOME="$cfm" -DCUDA_HOME="$UPCXX_ROOT/cuda-home" -DUXN_CUFFTMP_EXPECT_GPU=OFF \
+        -DUXN_CUFFTMP_LD_LIBRARY_PATH="$UPCXX_ROOT/cuda-home/lib64/stubs" &&
+      cmake --build "$dir" -j "$JOBS" &&
+      (cd "$dir" && ctest --output-on-failure)
+  }
+  if have_upcxx; then
+    for rel in $UPCXX_RELEASES; do
+      step "microbenchmark (tests/cxx/bench): UPC++ $rel, four variants build, SKIPPED without a GPU" microbench "$rel" || true
+      step "examples/cufftmp: UPC++ $rel, builds and links, fails cleanly on 2 ranks without a GPU" cufftmp_example "$rel" || true
+    done
   fi
 
   # 7. README's first program and a consumer of the source tree, against real UPC++, no GPU.
