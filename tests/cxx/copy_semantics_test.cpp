@@ -210,6 +210,14 @@ static void f9_raw_pointers(nvshmem_heap &heap, unsigned char *a, unsigned char 
           "const host T* -> my heap with op|src futures: bytes right");
     // Host memory is read and written by CUDA on the fast path when the heap end is mapped here.
     path_is("F9.raw_host_path", c0, mapped ? 3 : 1, mapped ? 0 : 2, "raw host pointers");
+    // A raw host pointer is told from the heap without a failing C call: the thread's last C
+    // error stays as it was. Naive: asking the C library, whose OUT_OF_HEAP overwrites it.
+    (void)upcxx_extra_nvshmem_offset(nullptr, nullptr);  // NULL_ARGUMENT: a last error to keep
+    const std::string last_before = upcxx_extra_nvshmem_last_error();
+    ok = waited("F9.last_error", heap.copy(h.data(), gb, small), "heap.copy(host T*, my heap)");
+    check("F9.last_error", ok && last_before == upcxx_extra_nvshmem_last_error(),
+          "a raw host pointer leaves the thread's last C error as it was (\"%s\", now \"%s\")", last_before.c_str(),
+          upcxx_extra_nvshmem_last_error());
     // A UPC++ host global_ptr (this rank's shared segment) with the heap: this process reaches it.
     hptr hg = upcxx::new_array<unsigned char>(small);
     std::memset(hg.local(), 0, small);
