@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include <unistd.h>  // getpid: a forked child must not use the parent's CUDA objects
+#include <pthread.h>  // pthread_atfork: a forked child must not use the parent's CUDA objects
 
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
@@ -62,6 +62,17 @@ struct test_hooks {
     }
 };
 #endif
+
+/// How many fork() children deep this process is (0 in the process that started; a child's
+/// count is its parent's plus one), counted by a pthread_atfork handler registered at the first
+/// call. A load, where getpid() would be a system call per copy.
+inline unsigned fork_generation() noexcept {
+    static std::atomic<unsigned> generation{0};
+    static const int registered =
+        ::pthread_atfork(nullptr, nullptr, [] { generation.fetch_add(1, std::memory_order_relaxed); });
+    (void)registered;
+    return generation.load(std::memory_order_relaxed);
+}
 
 /// Makes `device` current on this thread while it lives, then restores the previous device.
 class device_scope {
@@ -139,7 +150,7 @@ public:
 
     /// Whether this process is a fork() child of the one that made the engine: CUDA does not
     /// survive fork(), so such a child cannot copy (the heap's copies throw).
-    bool forked() const noexcept { return ::getpid() != pid_; }
+    bool forked() const noexcept { return fork_generation() != generation_; }
 
     /// Issues the copy to <- from of `f->bytes`, ordered after the work queued on `order` so far
     /// when it is set, and completes it on the calling persona at its progress (finish() runs
@@ -396,7 +407,7 @@ private:
         return e;
     }
 
-    const pid_t pid_ = ::getpid();
+    const unsigned generation_ = fork_generation();
     cudaStream_t stream_ = nullptr;
     std::uint64_t issued_ = 0;                  // copies issued on the stream (the last one's seq)
     std::uint64_t landed_ = 0;                  // every copy up to this seq is over
