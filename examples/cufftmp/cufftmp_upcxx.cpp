@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
                   ? ""
                   : "the edge " + std::to_string(N) + " must be a multiple of the " + std::to_string(P) + " ranks",
               "parameters");
-        const long long xs = NX / P, ys = NY / P;  // X-planes in, Y-rows out, per rank
+        const long long xs = NX / P, ys = NY / P;            // X-planes in, Y-rows out, per rank
         const std::size_t slab = std::size_t(xs * NY * NZ);  // == NX * ys * NZ elements
 
         // 2. The plan: cuFFTMp on the NVSHMEM initialised above (CUFFT_COMM_NONE), built-in slabs.
@@ -98,8 +98,9 @@ int main(int argc, char **argv) {
         err = cufft_check(cufftMpAttachComm(plan, CUFFT_COMM_NONE, nullptr), "cufftMpAttachComm(CUFFT_COMM_NONE)");
         if (err.empty()) err = cufft_check(cufftSetStream(plan, stream), "cufftSetStream");
         if (err.empty())
-            err = cufft_check(cufftXtSetSubformatDefault(plan, CUFFT_XT_FORMAT_INPLACE, CUFFT_XT_FORMAT_INPLACE_SHUFFLED),
-                              "cufftXtSetSubformatDefault");
+            err =
+                cufft_check(cufftXtSetSubformatDefault(plan, CUFFT_XT_FORMAT_INPLACE, CUFFT_XT_FORMAT_INPLACE_SHUFFLED),
+                            "cufftXtSetSubformatDefault");
         agree(err, "plan");
         agree(cufft_check(cufftMakePlan3d(plan, int(NX), int(NY), int(NZ), CUFFT_C2C, &work), "cufftMakePlan3d"),
               "plan");
@@ -163,7 +164,8 @@ int main(int argc, char **argv) {
                 den += double(in[i].x) * in[i].x + double(in[i].y) * in[i].y;
             }
             rel = std::sqrt(num / den);
-            std::printf("round trip %lldx%lldx%lld on %d ranks: relative L2 error %.3g (<= 1e-5)\n", NX, NY, NZ, P, rel);
+            std::printf("round trip %lldx%lldx%lld on %d ranks: relative L2 error %.3g (<= 1e-5)\n", NX, NY, NZ, P,
+                        rel);
         }
         rel = upcxx::broadcast(rel, 0).wait();
         const bool round_ok = rel <= 1e-5;
@@ -188,15 +190,20 @@ int main(int argc, char **argv) {
         const std::size_t at = std::size_t((kx * ys + (ky - owner * ys)) * NZ + kz);
         bool bin_ok = true, rest_ok = true;
         if (me == 0) {
-            std::array<float, 3> got = upcxx::rpc(owner, [](std::size_t i) {
-                cplx v{0.f, 0.f};
-                cudaError_t e = cudaMemcpy(&v, g_data + i, sizeof v, cudaMemcpyDeviceToHost);
-                return std::array<float, 3>{v.x, v.y, float(e == cudaSuccess ? upcxx::rank_me() : -1)};
-            }, at).wait();
+            std::array<float, 3> got =
+                upcxx::rpc(
+                    owner,
+                    [](std::size_t i) {
+                        cplx v{0.f, 0.f};
+                        cudaError_t e = cudaMemcpy(&v, g_data + i, sizeof v, cudaMemcpyDeviceToHost);
+                        return std::array<float, 3>{v.x, v.y, float(e == cudaSuccess ? upcxx::rank_me() : -1)};
+                    },
+                    at)
+                    .wait();
             bin_ok = got[2] == float(owner) && std::fabs(got[0] - double(total)) <= 1e-5 * double(total) &&
                      std::fabs(got[1]) <= 1e-5 * double(total);
-            std::printf("plane wave (%lld,%lld,%lld): bin read on its owner, rank %d: (%g, %g), want (%lld, 0): %s\n", kx, ky,
-                        kz, int(got[2]), got[0], got[1], total, bin_ok ? "ok" : "WRONG");
+            std::printf("plane wave (%lld,%lld,%lld): bin read on its owner, rank %d: (%g, %g), want (%lld, 0): %s\n",
+                        kx, ky, kz, int(got[2]), got[0], got[1], total, bin_ok ? "ok" : "WRONG");
         }
         gather(out);
         if (me == 0) {
@@ -212,8 +219,8 @@ int main(int argc, char **argv) {
                             if (e > worst) worst = e, worst_at = (x * NY + r * ys + yl) * NZ + z;
                         }
             rest_ok = worst <= 1e-5 * double(total);
-            std::printf("plane wave: every bin checked, max error %.3g of %lld at flat bin %lld (<= 1e-5 of it): %s\n", worst,
-                        total, worst_at, rest_ok ? "ok" : "WRONG");
+            std::printf("plane wave: every bin checked, max error %.3g of %lld at flat bin %lld (<= 1e-5 of it): %s\n",
+                        worst, total, worst_at, rest_ok ? "ok" : "WRONG");
         }
         const bool all_ok = upcxx::broadcast(round_ok && bin_ok && rest_ok, 0).wait();
 

@@ -121,15 +121,15 @@ using namespace std;
 using namespace upcxx;
 
 #ifndef DEVICE
-  #if UPCXX_KIND_ZE
-    #define DEVICE ze_device
-  #elif UPCXX_KIND_HIP
-    #define DEVICE hip_device
-  #elif UPCXX_KIND_CUDA || UPCXX_CUDA_ENABLED
-    #define DEVICE cuda_device
-  #else
-    #error This test requires UPC++ built with device support.
-  #endif
+#if UPCXX_KIND_ZE
+#define DEVICE ze_device
+#elif UPCXX_KIND_HIP
+#define DEVICE hip_device
+#elif UPCXX_KIND_CUDA || UPCXX_CUDA_ENABLED
+#define DEVICE cuda_device
+#else
+#error This test requires UPC++ built with device support.
+#endif
 #endif
 using Device = upcxx::DEVICE;
 #ifndef STRINGIFY
@@ -158,39 +158,46 @@ bool use_firstlast = false;
 bool use_csv = false;
 
 const char *Private() {
-  if (use_downcast_self) return "Downcast-Self";
-  else if (use_downcast_peer) return "Downcast-Peer";
-  else return "Private";
+    if (use_downcast_self)
+        return "Downcast-Self";
+    else if (use_downcast_peer)
+        return "Downcast-Peer";
+    else
+        return "Private";
 }
 std::string Priv() {
-  if (use_downcast_self) return "DShS";
-  else if (use_downcast_peer) return "DShP";
-  else return "Priv";
+    if (use_downcast_self)
+        return "DShS";
+    else if (use_downcast_peer)
+        return "DShP";
+    else
+        return "Priv";
 }
 
 static bool is_active_rank;
 static long max_warmup, window_size, max_trials, max_volume;
 
 long trials_for_size(long msg_sz) {
-  if (!max_volume) return max_trials;
-  else {
-    long window_volume = window_size * msg_sz;
-    if (!window_volume) return 1; // error in cmdline parsing
-    long trial_cap = (max_volume + window_volume - 1) / window_volume;
-    return std::min(trial_cap, max_trials);
-  }
+    if (!max_volume)
+        return max_trials;
+    else {
+        long window_volume = window_size * msg_sz;
+        if (!window_volume) return 1;  // error in cmdline parsing
+        long trial_cap = (max_volume + window_volume - 1) / window_volume;
+        return std::min(trial_cap, max_trials);
+    }
 }
 
-template<typename T>
-intrank_t owner(T*) { return rank_me(); }
-template<typename T, memory_kind K>
-intrank_t owner(global_ptr<T,K> p) { return p.where(); }
+template <typename T>
+intrank_t owner(T *) {
+    return rank_me();
+}
+template <typename T, memory_kind K>
+intrank_t owner(global_ptr<T, K> p) {
+    return p.where();
+}
 
-enum class sync_type {
-  blocking_op,
-  flood_op,
-  flood_remote
-};
+enum class sync_type { blocking_op, flood_op, flood_remote };
 
 using gp_gpu_t = global_ptr<uint8_t, Device::kind>;
 using gp_host_t = global_ptr<uint8_t, memory_kind::host>;
@@ -210,59 +217,69 @@ static void *local_raw(gp_host_t p) { return p.local(); }
 static void *local_raw(uint8_t *p) { return p; }
 // put: the destination is the partner's GPU array; get: the source is.
 // Never called (skip_reason() leaves the columns whose remote end is not NVSHMEM memory out).
-template<sync_type sync, typename S, typename D>
-static void nvshmem_op(S, D, long) { UPCXX_ASSERT_ALWAYS(false, "no NVSHMEM operation for this column"); }
-template<sync_type sync, typename S>
+template <sync_type sync, typename S, typename D>
+static void nvshmem_op(S, D, long) {
+    UPCXX_ASSERT_ALWAYS(false, "no NVSHMEM operation for this column");
+}
+template <sync_type sync, typename S>
 static void nvshmem_op(S src, gp_gpu_t dst, long len) {
-  (void)dst;
-  if (sync == sync_type::blocking_op) nvshmem_putmem(gpu_sym, local_raw(src), len, partner_pe);
-  else nvshmem_putmem_nbi(gpu_sym, local_raw(src), len, partner_pe);
+    (void)dst;
+    if (sync == sync_type::blocking_op)
+        nvshmem_putmem(gpu_sym, local_raw(src), len, partner_pe);
+    else
+        nvshmem_putmem_nbi(gpu_sym, local_raw(src), len, partner_pe);
 }
-template<sync_type sync, typename D>
+template <sync_type sync, typename D>
 static void nvshmem_op(gp_gpu_t src, D dst, long len) {
-  (void)src;
-  if (sync == sync_type::blocking_op) nvshmem_getmem(local_raw(dst), gpu_sym, len, partner_pe);
-  else nvshmem_getmem_nbi(local_raw(dst), gpu_sym, len, partner_pe);
+    (void)src;
+    if (sync == sync_type::blocking_op)
+        nvshmem_getmem(local_raw(dst), gpu_sym, len, partner_pe);
+    else
+        nvshmem_getmem_nbi(local_raw(dst), gpu_sym, len, partner_pe);
 }
-template<sync_type sync>
+template <sync_type sync>
 static void nvshmem_op(gp_gpu_t src, gp_gpu_t dst, long len) {
-  (void)dst;
-  if (src.where() == rank_me()) {  // LGpu -> RGpu
-    if (sync == sync_type::blocking_op) nvshmem_putmem(gpu_sym, gpu_sym, len, partner_pe);
-    else nvshmem_putmem_nbi(gpu_sym, gpu_sym, len, partner_pe);
-  } else {                          // RGpu -> LGpu
-    if (sync == sync_type::blocking_op) nvshmem_getmem(gpu_sym, gpu_sym, len, partner_pe);
-    else nvshmem_getmem_nbi(gpu_sym, gpu_sym, len, partner_pe);
-  }
+    (void)dst;
+    if (src.where() == rank_me()) {  // LGpu -> RGpu
+        if (sync == sync_type::blocking_op)
+            nvshmem_putmem(gpu_sym, gpu_sym, len, partner_pe);
+        else
+            nvshmem_putmem_nbi(gpu_sym, gpu_sym, len, partner_pe);
+    } else {  // RGpu -> LGpu
+        if (sync == sync_type::blocking_op)
+            nvshmem_getmem(gpu_sym, gpu_sym, len, partner_pe);
+        else
+            nvshmem_getmem_nbi(gpu_sym, gpu_sym, len, partner_pe);
+    }
 }
 #endif
 
 // One copy of the window, its operation completion notifying `prom`.
-template<sync_type sync, typename src_ptr_type, typename dst_ptr_type>
+template <sync_type sync, typename src_ptr_type, typename dst_ptr_type>
 static void bench_copy(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, upcxx::promise<> &prom) {
 #if UXN_VARIANT == UXN_V_heap_copy
-  the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+    the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
 #elif UXN_VARIANT == UXN_V_nvshmem
-  (void)prom;
-  nvshmem_op<sync>(src_ptr, dst_ptr, len);
+    (void)prom;
+    nvshmem_op<sync>(src_ptr, dst_ptr, len);
 #else
-  upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+    upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
 #endif
 }
 // Waits for the copies notifying `prom` (one copy when blocking, the window when flooding).
 static void bench_complete(upcxx::promise<> &prom) {
 #if UXN_VARIANT == UXN_V_nvshmem
-  nvshmem_quiet();
+    nvshmem_quiet();
 #endif
-  prom.finalize().wait();
+    prom.finalize().wait();
 }
 #if UXN_COPY_REMOTE_CX && UXN_VARIANT != UXN_V_nvshmem
-template<typename src_ptr_type, typename dst_ptr_type, typename Cx>
+template <typename src_ptr_type, typename dst_ptr_type, typename Cx>
 static void bench_copy_remote(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, const Cx &rem_cx) {
 #if UXN_VARIANT == UXN_V_heap_copy
-  the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
+    the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
 #else
-  upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
+    upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #endif
 }
 #endif
@@ -270,167 +287,198 @@ static void bench_copy_remote(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long l
 // Why a column is not measured in this build ("" when it is).
 static const char *skip_reason(sync_type sync, bool private_end, bool remote_gpu_end) {
 #if UXN_VARIANT == UXN_V_nvshmem
-  (void)private_end;
-  if (sync == sync_type::flood_remote) return "nvshmem-has-no-remote_cx";
-  if (!remote_gpu_end) return "remote-end-is-not-nvshmem-memory";
+    (void)private_end;
+    if (sync == sync_type::flood_remote) return "nvshmem-has-no-remote_cx";
+    if (!remote_gpu_end) return "remote-end-is-not-nvshmem-memory";
 #else
-  if (!UXN_COPY_REMOTE_CX && sync == sync_type::flood_remote) return "no-remote_cx-on-copy-in-2020.10";
+    if (!UXN_COPY_REMOTE_CX && sync == sync_type::flood_remote) return "no-remote_cx-on-copy-in-2020.10";
 #if UPCXX_VERSION < 20210300L
-  if (private_end && (!remote_gpu_end || UXN_VARIANT != UXN_V_heap_copy))
-    return "upcxx-2020.10-copy-of-private-memory-crashes";
+    if (private_end && (!remote_gpu_end || UXN_VARIANT != UXN_V_heap_copy))
+        return "upcxx-2020.10-copy-of-private-memory-crashes";
 #endif
-  (void)private_end; (void)remote_gpu_end;
+    (void)private_end;
+    (void)remote_gpu_end;
 #endif
-  return "";
+    return "";
 }
 
-template<sync_type sync, typename src_ptr_type, typename dst_ptr_type>
+template <sync_type sync, typename src_ptr_type, typename dst_ptr_type>
 static double helper(long len, src_ptr_type src_ptr, dst_ptr_type dst_ptr) {
     double elapsed = 0.0;
     long trials = trials_for_size(len);
     long warmup = std::min(max_warmup, trials);
-    //if (!rank_me()) std::cout << len << ":" << trials << std::endl;
-
+    // if (!rank_me()) std::cout << len << ":" << trials << std::endl;
 
     if (sync == sync_type::flood_remote) {
 #if UXN_COPY_REMOTE_CX && UXN_VARIANT != UXN_V_nvshmem
-      static promise<> data_arrival; 
-      static promise<> ack;
-      static int my_sender;  my_sender = -1;
+        static promise<> data_arrival;
+        static promise<> ack;
+        static int my_sender;
+        my_sender = -1;
 
-      upcxx::barrier();
-      if (is_active_rank) { // inform target ranks of their sender
-        rpc(owner(dst_ptr), [](int me) { 
-           UPCXX_ASSERT(my_sender == -1); 
-           my_sender = me;              // register sender
-           data_arrival = promise<>();  // setup for first window
-           data_arrival.require_anonymous(window_size);
-        }, rank_me()).wait();
-      }
-      upcxx::barrier();
-
-      std::chrono::steady_clock::time_point start;
-
-      for (long i = 0; i < warmup+trials; i++) { // all ranks run trial loop
-        if (i == warmup) { // done with warmup
-          upcxx::barrier();
-          start = std::chrono::steady_clock::now(); // begin timed region
+        upcxx::barrier();
+        if (is_active_rank) {  // inform target ranks of their sender
+            rpc(
+                owner(dst_ptr),
+                [](int me) {
+                    UPCXX_ASSERT(my_sender == -1);
+                    my_sender = me;              // register sender
+                    data_arrival = promise<>();  // setup for first window
+                    data_arrival.require_anonymous(window_size);
+                },
+                rank_me())
+                .wait();
         }
+        upcxx::barrier();
 
-        if (is_active_rank) {
-          static auto rem_cx = remote_cx::as_rpc([](){ data_arrival.fulfill_anonymous(1); });
-          ack = promise<>(); // prepare for ack
-          ack.require_anonymous(1);
-          for (long j = 0; j < window_size; j++) { // send copies
-            bench_copy_remote(src_ptr, dst_ptr, len, rem_cx);
-          }
-        }
-        if (my_sender >= 0) { // this process is a target
-          data_arrival.finalize().wait(); // await arrival of all copies
-          data_arrival = promise<>();     // reset for next window
-          data_arrival.require_anonymous(window_size);
-          rpc_ff(my_sender, []() { ack.fulfill_anonymous(1); }); // send ack
-        }
-        if (is_active_rank) {
-          ack.finalize().wait(); // await acknowledgment
-        }
-      }
-
-      upcxx::barrier(); // ensure timed region includes comms from all ranks
-
-      std::chrono::steady_clock::time_point end =
-            std::chrono::steady_clock::now();
-      elapsed = std::chrono::duration<double>(end - start).count();
-
-      return elapsed;
-#else
-      (void)src_ptr; (void)dst_ptr;
-      return 0.0;  // not reached: skip_reason() names why
-#endif
-
-    } else { // blocking_op, flood_op
-
-      upcxx::barrier();
-
-      if (is_active_rank) {
         std::chrono::steady_clock::time_point start;
 
-        for (long i = 0; i < warmup+trials; i++) {
-            if (i == warmup) { // done with warmup
-              upcxx::barrier();
-              start = std::chrono::steady_clock::now(); // begin timed region
+        for (long i = 0; i < warmup + trials; i++) {  // all ranks run trial loop
+            if (i == warmup) {                        // done with warmup
+                upcxx::barrier();
+                start = std::chrono::steady_clock::now();  // begin timed region
             }
 
-            upcxx::promise<> prom;
-            for (long j = 0; j < window_size; j++) {
-                bench_copy<sync>(src_ptr, dst_ptr, len, prom);
-                if (sync == sync_type::blocking_op) {
-                    bench_complete(prom);
-                    prom = upcxx::promise<>();
+            if (is_active_rank) {
+                static auto rem_cx = remote_cx::as_rpc([]() { data_arrival.fulfill_anonymous(1); });
+                ack = promise<>();  // prepare for ack
+                ack.require_anonymous(1);
+                for (long j = 0; j < window_size; j++) {  // send copies
+                    bench_copy_remote(src_ptr, dst_ptr, len, rem_cx);
                 }
             }
-            bench_complete(prom);
+            if (my_sender >= 0) {                // this process is a target
+                data_arrival.finalize().wait();  // await arrival of all copies
+                data_arrival = promise<>();      // reset for next window
+                data_arrival.require_anonymous(window_size);
+                rpc_ff(my_sender, []() { ack.fulfill_anonymous(1); });  // send ack
+            }
+            if (is_active_rank) {
+                ack.finalize().wait();  // await acknowledgment
+            }
         }
 
-        upcxx::barrier(); // ensure timed region includes comms from all ranks
+        upcxx::barrier();  // ensure timed region includes comms from all ranks
 
-        std::chrono::steady_clock::time_point end =
-            std::chrono::steady_clock::now();
+        std::chrono::steady_clock::time_point end = std::chrono::steady_clock::now();
         elapsed = std::chrono::duration<double>(end - start).count();
-      } else { upcxx::barrier(); upcxx::barrier(); } 
 
-      return elapsed;
+        return elapsed;
+#else
+        (void)src_ptr;
+        (void)dst_ptr;
+        return 0.0;  // not reached: skip_reason() names why
+#endif
+
+    } else {  // blocking_op, flood_op
+
+        upcxx::barrier();
+
+        if (is_active_rank) {
+            std::chrono::steady_clock::time_point start;
+
+            for (long i = 0; i < warmup + trials; i++) {
+                if (i == warmup) {  // done with warmup
+                    upcxx::barrier();
+                    start = std::chrono::steady_clock::now();  // begin timed region
+                }
+
+                upcxx::promise<> prom;
+                for (long j = 0; j < window_size; j++) {
+                    bench_copy<sync>(src_ptr, dst_ptr, len, prom);
+                    if (sync == sync_type::blocking_op) {
+                        bench_complete(prom);
+                        prom = upcxx::promise<>();
+                    }
+                }
+                bench_complete(prom);
+            }
+
+            upcxx::barrier();  // ensure timed region includes comms from all ranks
+
+            std::chrono::steady_clock::time_point end = std::chrono::steady_clock::now();
+            elapsed = std::chrono::duration<double>(end - start).count();
+        } else {
+            upcxx::barrier();
+            upcxx::barrier();
+        }
+
+        return elapsed;
     }
 }
 
 // The 12 columns, in UPC++'s order. time < 0: not measured (skip says why).
 enum col_id {
-  local_gpu_to_remote_gpu, remote_gpu_to_local_gpu,
-  local_shared_to_remote_gpu, remote_gpu_to_local_shared,
-  local_gpu_to_remote_shared, remote_shared_to_local_gpu,
-  local_shared_to_remote_shared, remote_shared_to_local_shared,
-  local_private_to_remote_shared, remote_shared_to_local_private,
-  local_private_to_remote_gpu, remote_gpu_to_local_private,
-  n_cols
+    local_gpu_to_remote_gpu,
+    remote_gpu_to_local_gpu,
+    local_shared_to_remote_gpu,
+    remote_gpu_to_local_shared,
+    local_gpu_to_remote_shared,
+    remote_shared_to_local_gpu,
+    local_shared_to_remote_shared,
+    remote_shared_to_local_shared,
+    local_private_to_remote_shared,
+    remote_shared_to_local_private,
+    local_private_to_remote_gpu,
+    remote_gpu_to_local_private,
+    n_cols
 };
 struct column {
-  double time;
-  const char *skip;
+    double time;
+    const char *skip;
 };
 static column cols[n_cols];
 static bool col_selected(int c) {
-  const bool put = c % 2 == 0;
-  if (!(put ? run_put : run_get)) return false;
-  switch (c / 2) {
-    case 0: return run_gg;
-    case 1: return run_sg;
-    case 2: return run_gs;
-    case 3: return run_ss;
-    case 4: return run_ps;
-    default: return run_pg;
-  }
+    const bool put = c % 2 == 0;
+    if (!(put ? run_put : run_get)) return false;
+    switch (c / 2) {
+        case 0:
+            return run_gg;
+        case 1:
+            return run_sg;
+        case 2:
+            return run_gs;
+        case 3:
+            return run_ss;
+        case 4:
+            return run_ps;
+        default:
+            return run_pg;
+    }
 }
 static std::string col_name(int c) {
-  switch (c) {
-    case local_gpu_to_remote_gpu: return "LGpu->RGpu";
-    case remote_gpu_to_local_gpu: return "RGpu->LGpu";
-    case local_shared_to_remote_gpu: return "LSh->RGpu";
-    case remote_gpu_to_local_shared: return "RGpu->LSh";
-    case local_gpu_to_remote_shared: return "LGpu->RSh";
-    case remote_shared_to_local_gpu: return "RSh->LGpu";
-    case local_shared_to_remote_shared: return "LSh->RSh";
-    case remote_shared_to_local_shared: return "RSh->LSh";
-    case local_private_to_remote_shared: return Priv() + "->RSh";
-    case remote_shared_to_local_private: return "RSh->" + Priv();
-    case local_private_to_remote_gpu: return Priv() + "->RGpu";
-    default: return "RGpu->" + Priv();
-  }
+    switch (c) {
+        case local_gpu_to_remote_gpu:
+            return "LGpu->RGpu";
+        case remote_gpu_to_local_gpu:
+            return "RGpu->LGpu";
+        case local_shared_to_remote_gpu:
+            return "LSh->RGpu";
+        case remote_gpu_to_local_shared:
+            return "RGpu->LSh";
+        case local_gpu_to_remote_shared:
+            return "LGpu->RSh";
+        case remote_shared_to_local_gpu:
+            return "RSh->LGpu";
+        case local_shared_to_remote_shared:
+            return "LSh->RSh";
+        case remote_shared_to_local_shared:
+            return "RSh->LSh";
+        case local_private_to_remote_shared:
+            return Priv() + "->RSh";
+        case remote_shared_to_local_private:
+            return "RSh->" + Priv();
+        case local_private_to_remote_gpu:
+            return Priv() + "->RGpu";
+        default:
+            return "RGpu->" + Priv();
+    }
 }
 static double row_time() {
-  double t = 0;
-  for (int c = 0; c < n_cols; c++)
-    if (col_selected(c) && cols[c].time > 0) t += cols[c].time;
-  return t;
+    double t = 0;
+    for (int c = 0; c < n_cols; c++)
+        if (col_selected(c) && cols[c].time > 0) t += cols[c].time;
+    return t;
 }
 
 gp_gpu_t local_gpu_array;
@@ -439,532 +487,561 @@ gp_host_t local_shared_array;
 gp_host_t remote_shared_array;
 uint8_t *local_private_array;
 
-template<sync_type sync, typename S, typename D>
+template <sync_type sync, typename S, typename D>
 static void measure(int c, long msg_len, S src, D dst, bool private_end, bool remote_gpu_end) {
-  cols[c].skip = skip_reason(sync, private_end, remote_gpu_end);
-  cols[c].time = -1;
-  if (!*cols[c].skip) cols[c].time = helper<sync>(msg_len, src, dst);
+    cols[c].skip = skip_reason(sync, private_end, remote_gpu_end);
+    cols[c].time = -1;
+    if (!*cols[c].skip) cols[c].time = helper<sync>(msg_len, src, dst);
 }
 
-template<sync_type sync>
+template <sync_type sync>
 static void run_all_copies(long msg_len) {
-
     if (run_gg) {
         if (run_put) measure<sync>(local_gpu_to_remote_gpu, msg_len, local_gpu_array, remote_gpu_array, false, true);
         if (run_get) measure<sync>(remote_gpu_to_local_gpu, msg_len, remote_gpu_array, local_gpu_array, false, true);
     }
 
     if (run_sg) {
-        if (run_put) measure<sync>(local_shared_to_remote_gpu, msg_len, local_shared_array, remote_gpu_array, false, true);
-        if (run_get) measure<sync>(remote_gpu_to_local_shared, msg_len, remote_gpu_array, local_shared_array, false, true);
+        if (run_put)
+            measure<sync>(local_shared_to_remote_gpu, msg_len, local_shared_array, remote_gpu_array, false, true);
+        if (run_get)
+            measure<sync>(remote_gpu_to_local_shared, msg_len, remote_gpu_array, local_shared_array, false, true);
     }
 
     if (run_gs) {
-        if (run_put) measure<sync>(local_gpu_to_remote_shared, msg_len, local_gpu_array, remote_shared_array, false, false);
-        if (run_get) measure<sync>(remote_shared_to_local_gpu, msg_len, remote_shared_array, local_gpu_array, false, false);
+        if (run_put)
+            measure<sync>(local_gpu_to_remote_shared, msg_len, local_gpu_array, remote_shared_array, false, false);
+        if (run_get)
+            measure<sync>(remote_shared_to_local_gpu, msg_len, remote_shared_array, local_gpu_array, false, false);
     }
 
     if (run_ss) {
-        if (run_put) measure<sync>(local_shared_to_remote_shared, msg_len, local_shared_array, remote_shared_array, false, false);
-        if (run_get) measure<sync>(remote_shared_to_local_shared, msg_len, remote_shared_array, local_shared_array, false, false);
+        if (run_put)
+            measure<sync>(local_shared_to_remote_shared, msg_len, local_shared_array, remote_shared_array, false,
+                          false);
+        if (run_get)
+            measure<sync>(remote_shared_to_local_shared, msg_len, remote_shared_array, local_shared_array, false,
+                          false);
     }
 
     if (run_ps) {
-        if (run_put) measure<sync>(local_private_to_remote_shared, msg_len, local_private_array, remote_shared_array, true, false);
-        if (run_get) measure<sync>(remote_shared_to_local_private, msg_len, remote_shared_array, local_private_array, true, false);
+        if (run_put)
+            measure<sync>(local_private_to_remote_shared, msg_len, local_private_array, remote_shared_array, true,
+                          false);
+        if (run_get)
+            measure<sync>(remote_shared_to_local_private, msg_len, remote_shared_array, local_private_array, true,
+                          false);
     }
 
     if (run_pg) {
-        if (run_put) measure<sync>(local_private_to_remote_gpu, msg_len, local_private_array, remote_gpu_array, true, true);
-        if (run_get) measure<sync>(remote_gpu_to_local_private, msg_len, remote_gpu_array, local_private_array, true, true);
+        if (run_put)
+            measure<sync>(local_private_to_remote_gpu, msg_len, local_private_array, remote_gpu_array, true, true);
+        if (run_get)
+            measure<sync>(remote_gpu_to_local_private, msg_len, remote_gpu_array, local_private_array, true, true);
     }
 }
 
 static void legend() {
-  if (!use_concise || rank_me()) return;
-  std::cout << "\n=== Output Legend ===\n" << std::endl;
-  std::cout << "Copy-Size : Size of each copy() operation payload, in bytes" << std::endl;
-  std::cout << "Row-Time : Sum of timed region durations for this row (at this Copy-Size), in seconds" << std::endl;
-  std::cout << "X->Y : Performance measured for copy from memory region X to memory region Y" << std::endl;
-  std::cout << "LGpu : Local GPU memory (owned by this process)" << std::endl;
-  std::cout << "RGpu : Remote GPU memory (owned by another process)" << std::endl;
-  std::cout << "LSh  : Local Shared Host memory (owned by this process)" << std::endl;
-  std::cout << "RSh  : Remote Shared Host memory (owned by another process)" << std::endl;
-  if (use_downcast_self)
-  std::cout << "DShS : Downcast Shared Host memory (owned by this process)" << std::endl;
-  else if (use_downcast_peer)
-  std::cout << "DShP : Downcast Shared Host memory (owned by a local_team peer)" << std::endl;
-  else
-  std::cout << "Priv : Private Host memory (owned by this process)" << std::endl;
-  std::cout << "NA   : not measured in this build (see the program's header)" << std::endl;
+    if (!use_concise || rank_me()) return;
+    std::cout << "\n=== Output Legend ===\n" << std::endl;
+    std::cout << "Copy-Size : Size of each copy() operation payload, in bytes" << std::endl;
+    std::cout << "Row-Time : Sum of timed region durations for this row (at this Copy-Size), in seconds" << std::endl;
+    std::cout << "X->Y : Performance measured for copy from memory region X to memory region Y" << std::endl;
+    std::cout << "LGpu : Local GPU memory (owned by this process)" << std::endl;
+    std::cout << "RGpu : Remote GPU memory (owned by another process)" << std::endl;
+    std::cout << "LSh  : Local Shared Host memory (owned by this process)" << std::endl;
+    std::cout << "RSh  : Remote Shared Host memory (owned by another process)" << std::endl;
+    if (use_downcast_self)
+        std::cout << "DShS : Downcast Shared Host memory (owned by this process)" << std::endl;
+    else if (use_downcast_peer)
+        std::cout << "DShP : Downcast Shared Host memory (owned by a local_team peer)" << std::endl;
+    else
+        std::cout << "Priv : Private Host memory (owned by this process)" << std::endl;
+    std::cout << "NA   : not measured in this build (see the program's header)" << std::endl;
 }
 
 static const char *desc;
 static const char *csv_pattern, *csv_test;  // the current table, for -csv
 static void test_header(const char *_desc, const char *pattern, const char *test) {
-  desc = _desc;
-  csv_pattern = pattern;
-  csv_test = test;
-  if (rank_me()) return;
-  if (use_csv) return;
+    desc = _desc;
+    csv_pattern = pattern;
+    csv_test = test;
+    if (rank_me()) return;
+    if (use_csv) return;
 
-  std::cout << "\n=== Testing " << desc << " ===\n" << std::endl;
-  if (use_concise) {
-      auto col = std::setw(12);
-      std::cout << col << "Copy-Size";
-      for (int c = 0; c < n_cols; c++)
-        if (col_selected(c)) std::cout << col << col_name(c);
-      std::cout << col << "Row-Time" << std::endl;
-      return;
-  }
+    std::cout << "\n=== Testing " << desc << " ===\n" << std::endl;
+    if (use_concise) {
+        auto col = std::setw(12);
+        std::cout << col << "Copy-Size";
+        for (int c = 0; c < n_cols; c++)
+            if (col_selected(c)) std::cout << col << col_name(c);
+        std::cout << col << "Row-Time" << std::endl;
+        return;
+    }
 }
 
 // One CSV line per selected column: value is `per_col(time)` or NA with the reason.
-template<typename F>
+template <typename F>
 static void print_csv(long msg_len, long trials, const char *unit, F per_col) {
-  for (int c = 0; c < n_cols; c++) {
-    if (!col_selected(c)) continue;
-    std::ostringstream oss;
-    oss << "CSV," << variant_name << "," << UPCXX_VERSION << "," << csv_pattern << "," << csv_test << ","
-        << col_name(c) << "," << msg_len << "," << window_size << "," << trials << "," << unit << ",";
-    if (cols[c].time > 0) oss << std::setprecision(6) << per_col(cols[c].time) << ",";
-    else oss << "NA," << (*cols[c].skip ? cols[c].skip : "not-timed");
-    std::cout << oss.str() << "\n";
-  }
-  std::cout << std::flush;
+    for (int c = 0; c < n_cols; c++) {
+        if (!col_selected(c)) continue;
+        std::ostringstream oss;
+        oss << "CSV," << variant_name << "," << UPCXX_VERSION << "," << csv_pattern << "," << csv_test << ","
+            << col_name(c) << "," << msg_len << "," << window_size << "," << trials << "," << unit << ",";
+        if (cols[c].time > 0)
+            oss << std::setprecision(6) << per_col(cols[c].time) << ",";
+        else
+            oss << "NA," << (*cols[c].skip ? cols[c].skip : "not-timed");
+        std::cout << oss.str() << "\n";
+    }
+    std::cout << std::flush;
 }
 
 static void print_latency_results() {
-    long nmsgs = trials_for_size(8)*window_size;
+    long nmsgs = trials_for_size(8) * window_size;
     double Mmsgs = double(nmsgs) / 1.0e6;
 
     if (use_csv) {
-      print_csv(8, trials_for_size(8), "us", [&](double t) { return t / Mmsgs; });
-      return;
+        print_csv(8, trials_for_size(8), "us", [&](double t) { return t / Mmsgs; });
+        return;
     }
     if (use_concise) {
-      auto col = std::setw(12);
-      std::cout << col << 8;
-      for (int c = 0; c < n_cols; c++) {
-        if (!col_selected(c)) continue;
-        if (cols[c].time > 0) std::cout << col << cols[c].time / Mmsgs;
-        else std::cout << col << "NA";
-      }
-      std::cout << col << row_time() << std::endl;
-      return;
+        auto col = std::setw(12);
+        std::cout << col << 8;
+        for (int c = 0; c < n_cols; c++) {
+            if (!col_selected(c)) continue;
+            if (cols[c].time > 0)
+                std::cout << col << cols[c].time / Mmsgs;
+            else
+                std::cout << col << "NA";
+        }
+        std::cout << col << row_time() << std::endl;
+        return;
     }
 
     for (int c = 0; c < n_cols; c++) {
-      if (!col_selected(c)) continue;
-      std::cout << "  " << col_name(c) << ": ";
-      if (cols[c].time > 0) std::cout << (cols[c].time / Mmsgs) << " us" << std::endl;
-      else std::cout << "NA (" << cols[c].skip << ")" << std::endl;
+        if (!col_selected(c)) continue;
+        std::cout << "  " << col_name(c) << ": ";
+        if (cols[c].time > 0)
+            std::cout << (cols[c].time / Mmsgs) << " us" << std::endl;
+        else
+            std::cout << "NA (" << cols[c].skip << ")" << std::endl;
     }
 }
 
 static void print_bandwidth_results(long msg_len, bool bidirectional) {
-    long nmsgs = trials_for_size(msg_len)*window_size;
+    long nmsgs = trials_for_size(msg_len) * window_size;
     if (bidirectional) nmsgs *= 2;
 
     long nbytes = nmsgs * msg_len;
     double gbytes = double(nbytes) / (1024.0 * 1024.0 * 1024.0);
 
     if (use_csv) {
-      print_csv(msg_len, trials_for_size(msg_len), "GiB/s", [&](double t) { return gbytes / t; });
-      return;
+        print_csv(msg_len, trials_for_size(msg_len), "GiB/s", [&](double t) { return gbytes / t; });
+        return;
     }
     if (use_concise) {
-      auto col = std::setw(12);
-      std::cout << col << msg_len;
-      for (int c = 0; c < n_cols; c++) {
-        if (!col_selected(c)) continue;
-        if (cols[c].time > 0) std::cout << col << gbytes / cols[c].time;
-        else std::cout << col << "NA";
-      }
-      std::cout << col << row_time() << std::endl;
-      return;
+        auto col = std::setw(12);
+        std::cout << col << msg_len;
+        for (int c = 0; c < n_cols; c++) {
+            if (!col_selected(c)) continue;
+            if (cols[c].time > 0)
+                std::cout << col << gbytes / cols[c].time;
+            else
+                std::cout << col << "NA";
+        }
+        std::cout << col << row_time() << std::endl;
+        return;
     }
 
-    std::cout << desc << " bandwidth results for " <<
-        "message size = " << msg_len << " byte(s)" << std::endl;
+    std::cout << desc << " bandwidth results for " << "message size = " << msg_len << " byte(s)" << std::endl;
 
     for (int c = 0; c < n_cols; c++) {
-      if (!col_selected(c)) continue;
-      std::cout << "  " << col_name(c) << ": ";
-      if (cols[c].time > 0)
-        std::cout << (double(nmsgs) / cols[c].time) << " msgs/s, " << (double(gbytes) / cols[c].time) << " GiB/s"
-                  << std::endl;
-      else std::cout << "NA (" << cols[c].skip << ")" << std::endl;
+        if (!col_selected(c)) continue;
+        std::cout << "  " << col_name(c) << ": ";
+        if (cols[c].time > 0)
+            std::cout << (double(nmsgs) / cols[c].time) << " msgs/s, " << (double(gbytes) / cols[c].time) << " GiB/s"
+                      << std::endl;
+        else
+            std::cout << "NA (" << cols[c].skip << ")" << std::endl;
     }
     std::cout << std::endl;
 }
 
 // The doubling rows from min_msg_size to max_msg_size, then the extra row (its own window).
 static long min_msg_size = 1, extra_msg_size = 0, extra_window = 4;
-template<sync_type sync>
+template <sync_type sync>
 static void bandwidth_table(long max_msg_size, bool bidirectional) {
-  for (long msg_len = min_msg_size; msg_len <= max_msg_size; msg_len *= 2) {
-      run_all_copies<sync>(msg_len);
+    for (long msg_len = min_msg_size; msg_len <= max_msg_size; msg_len *= 2) {
+        run_all_copies<sync>(msg_len);
 
-      if (rank_me() == 0) print_bandwidth_results( msg_len, bidirectional );
-  }
-  if (extra_msg_size > 0) {
-    const long w = window_size;
-    window_size = extra_window;
-    run_all_copies<sync>(extra_msg_size);
-    if (rank_me() == 0) print_bandwidth_results( extra_msg_size, bidirectional );
-    window_size = w;
-  }
+        if (rank_me() == 0) print_bandwidth_results(msg_len, bidirectional);
+    }
+    if (extra_msg_size > 0) {
+        const long w = window_size;
+        window_size = extra_window;
+        run_all_copies<sync>(extra_msg_size);
+        if (rank_me() == 0) print_bandwidth_results(extra_msg_size, bidirectional);
+        window_size = w;
+    }
 }
 
 int do_main(int argc, char **argv) {
+    // Assign partner via "cross-machine" pairing, to help ensure
+    // that "Remote" memory regions are over a network (if one exists)
+    // The special case of shared-memory pairing can be measured
+    // by running all processes on a single node.
+    intrank_t partner;
+    bool active_half = false;
+    if (rank_n() % 2 && rank_me() == rank_n() - 1) {
+        partner = rank_me();
+        active_half = true;
+    } else {
+        int half = rank_n() / 2;
+        if (rank_me() < half) {
+            partner = rank_me() + half;
+            active_half = true;
+        } else {
+            partner = rank_me() - half;
+            active_half = false;
+        }
+    }
+    long max_msg_size = 4 * 1024 * 1024;  // 4MB
 
-       // Assign partner via "cross-machine" pairing, to help ensure
-       // that "Remote" memory regions are over a network (if one exists)
-       // The special case of shared-memory pairing can be measured
-       // by running all processes on a single node.
-       intrank_t partner;
-       bool active_half = false;
-       if (rank_n()%2 && rank_me()==rank_n()-1) {
-         partner = rank_me();
-         active_half = true;
-       } else {
-         int half = rank_n()/2;
-         if (rank_me() < half) {
-           partner = rank_me() + half;
-           active_half = true;
-         } else { 
-           partner = rank_me() - half;
-           active_half = false;
-         }
-       }
-       long max_msg_size = 4 * 1024 * 1024; // 4MB
+    max_warmup = 10;
+    max_trials = 100;
+    window_size = 100;
 
-       max_warmup = 10;
-       max_trials = 100;
-       window_size = 100;
+    int arg_index = 1;
+    auto number = [&](const char *flag, long &v) {
+        if (arg_index + 1 == argc || !std::isdigit(*argv[arg_index + 1])) {
+            if (!rank_me()) fprintf(stderr, "Missing argument to %s\n", flag);
+            return false;
+        }
+        arg_index++;
+        v = atol(argv[arg_index]);
+        return true;
+    };
+    while (arg_index < argc) {
+        char *arg = argv[arg_index];
+        if (strcmp(arg, "-t") == 0) {
+            if (!number("-t", max_trials)) return 1;
+        } else if (strcmp(arg, "-w") == 0) {
+            if (!number("-w", window_size)) return 1;
+        } else if (strcmp(arg, "-m") == 0) {
+            if (!number("-m", max_msg_size)) return 1;
+        } else if (strcmp(arg, "-v") == 0) {
+            if (!number("-v", max_volume)) return 1;
+        } else if (strcmp(arg, "-s") == 0) {
+            if (!number("-s", min_msg_size)) return 1;
+        } else if (strcmp(arg, "-x") == 0) {
+            if (!number("-x", extra_msg_size)) return 1;
+        } else if (strcmp(arg, "-xw") == 0) {
+            if (!number("-xw", extra_window)) return 1;
+        } else if (strcmp(arg, "-gg") == 0) {
+            run_gg = true;
+        } else if (strcmp(arg, "-sg") == 0) {
+            run_sg = true;
+        } else if (strcmp(arg, "-gs") == 0) {
+            run_gs = true;
+        } else if (strcmp(arg, "-ss") == 0) {
+            run_ss = true;
+        } else if (strcmp(arg, "-ps") == 0) {
+            run_ps = true;
+        } else if (strcmp(arg, "-pg") == 0) {
+            run_pg = true;
+        } else if (strcmp(arg, "-ds") == 0) {
+            use_downcast_self = true;
+        } else if (strcmp(arg, "-dp") == 0) {
+            use_downcast_peer = true;
+        } else if (strcmp(arg, "-c") == 0) {
+            use_concise = true;
+        } else if (strcmp(arg, "-csv") == 0) {
+            use_csv = true;
+        } else if (strcmp(arg, "-f") == 0) {
+            use_firstlast = true;
+        } else if (strcmp(arg, "-uni") == 0) {
+            run_uni = true;
+        } else if (strcmp(arg, "-bi") == 0) {
+            run_bi = true;
+        } else if (strcmp(arg, "-p") == 0) {
+            run_put = true;
+        } else if (strcmp(arg, "-g") == 0) {
+            run_get = true;
+        } else if (strcmp(arg, "-block") == 0) {
+            run_block = true;
+        } else if (strcmp(arg, "-flood") == 0) {
+            run_flood = true;
+        } else if (strcmp(arg, "-remote") == 0) {
+            run_remote = true;
+        } else {
+            if (!rank_me()) {
+                fprintf(stderr, "usage: %s ...\n", argv[0]);
+                fprintf(stderr, "  Iteration control:\n");
+                fprintf(stderr, "       -t <max_trials>: Run up to `trials` number of windows per measurement\n");
+                fprintf(stderr, "       -w <window>: Issue `window` number of copies per window\n");
+                fprintf(stderr, "       -m <max_msg_size>: Cap copy payloads at `max_msg_size` bytes\n");
+                fprintf(stderr,
+                        "       -v <max_volume>: Cap trials at larger payloads so each rank sends only enough windows "
+                        "to reach `max_volume` bytes\n");
+                fprintf(stderr,
+                        "       -s <min_msg_size>: Start the bandwidth tables at `min_msg_size` bytes (default 1)\n");
+                fprintf(stderr, "       -x <bytes>: One more row of `bytes` after the doubling rows, with window\n");
+                fprintf(stderr, "       -xw <window>: (default 4)\n");
+                fprintf(stderr, "       -f: First/last mode, where ranks other than 0 and its partner remain idle\n");
+                fprintf(stderr, "  Test pattern selection: (default all)\n");
+                fprintf(stderr, "       -uni: Run unidirectional tests (each proc is either initiator or target)\n");
+                fprintf(stderr, "       -bi:  Run bidirectional tests (initiator procs are also target procs)\n");
+                fprintf(stderr, "       -p:   Run \"put-like\" tests (data movement away from local buffer)\n");
+                fprintf(stderr, "       -g:   Run \"get-like\" tests (data movement towards local buffer)\n");
+                fprintf(stderr, "       -block:  Run one-copy-at-a-time blocking test\n");
+                fprintf(stderr, "       -flood:  Run many-copy-at-a-time flood test synchronized with operation_cx\n");
+                fprintf(stderr, "       -remote: Run many-copy-at-a-time flood test synchronized with remote_cx\n");
+                fprintf(stderr, "  Memory type selection: (default all)\n");
+                fprintf(stderr, "       -gg: Run tests between local and remote GPU segment\n");
+                fprintf(stderr, "       -sg: Run tests between the local shared segment and remote GPU segment\n");
+                fprintf(stderr, "       -gs: Run tests between local GPU and the remote shared segment\n");
+                fprintf(stderr, "       -ss: Run tests between local and remote shared segments\n");
+                fprintf(stderr, "       -ps: Run tests between the local private segment and remote shared segment\n");
+                fprintf(stderr, "       -pg: Run tests between the local private segment and remote GPU segment\n");
+                fprintf(stderr, "  Buffer options:\n");
+                fprintf(stderr, "       -ds: Replace 'private' buffers with downcast shared memory owned by self\n");
+                fprintf(stderr, "       -dp: Replace 'private' buffers with downcast shared memory owned by peer\n");
+                fprintf(stderr, "  Output control:\n");
+                fprintf(stderr, "       -c: Concise/machine-parseable output format\n");
+                fprintf(stderr,
+                        "       -csv: CSV lines "
+                        "(CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note)\n");
+            }
+            return 1;
+        }
+        arg_index++;
+    }
 
-       int arg_index = 1;
-       auto number = [&](const char *flag, long &v) {
-           if (arg_index + 1 == argc || !std::isdigit(*argv[arg_index+1])) {
-               if (!rank_me()) fprintf(stderr, "Missing argument to %s\n", flag);
-               return false;
-           }
-           arg_index++;
-           v = atol(argv[arg_index]);
-           return true;
-       };
-       while (arg_index < argc) {
-           char *arg = argv[arg_index];
-           if (strcmp(arg, "-t") == 0) {
-               if (!number("-t", max_trials)) return 1;
-           } else if (strcmp(arg, "-w") == 0) {
-               if (!number("-w", window_size)) return 1;
-           } else if (strcmp(arg, "-m") == 0) {
-               if (!number("-m", max_msg_size)) return 1;
-           } else if (strcmp(arg, "-v") == 0) {
-               if (!number("-v", max_volume)) return 1;
-           } else if (strcmp(arg, "-s") == 0) {
-               if (!number("-s", min_msg_size)) return 1;
-           } else if (strcmp(arg, "-x") == 0) {
-               if (!number("-x", extra_msg_size)) return 1;
-           } else if (strcmp(arg, "-xw") == 0) {
-               if (!number("-xw", extra_window)) return 1;
-           } else if (strcmp(arg, "-gg") == 0) {
-               run_gg = true;
-           } else if (strcmp(arg, "-sg") == 0) {
-               run_sg = true;
-           } else if (strcmp(arg, "-gs") == 0) {
-               run_gs = true;
-           } else if (strcmp(arg, "-ss") == 0) {
-               run_ss = true;
-           } else if (strcmp(arg, "-ps") == 0) {
-               run_ps = true;
-           } else if (strcmp(arg, "-pg") == 0) {
-               run_pg = true;
-           } else if (strcmp(arg, "-ds") == 0) {
-               use_downcast_self = true;
-           } else if (strcmp(arg, "-dp") == 0) {
-               use_downcast_peer = true;
-           } else if (strcmp(arg, "-c") == 0) {
-               use_concise = true;
-           } else if (strcmp(arg, "-csv") == 0) {
-               use_csv = true;
-           } else if (strcmp(arg, "-f") == 0) {
-               use_firstlast = true;
-           } else if (strcmp(arg, "-uni") == 0) {
-               run_uni = true;
-           } else if (strcmp(arg, "-bi") == 0) {
-               run_bi = true;
-           } else if (strcmp(arg, "-p") == 0) {
-               run_put = true;
-           } else if (strcmp(arg, "-g") == 0) {
-               run_get = true;
-           } else if (strcmp(arg, "-block") == 0) {
-               run_block = true;
-           } else if (strcmp(arg, "-flood") == 0) {
-               run_flood = true;
-           } else if (strcmp(arg, "-remote") == 0) {
-               run_remote = true;
-           } else {
-               if (!rank_me()) {
-                   fprintf(stderr, "usage: %s ...\n", argv[0]);
-                   fprintf(stderr, "  Iteration control:\n");
-                   fprintf(stderr, "       -t <max_trials>: Run up to `trials` number of windows per measurement\n");
-                   fprintf(stderr, "       -w <window>: Issue `window` number of copies per window\n");
-                   fprintf(stderr, "       -m <max_msg_size>: Cap copy payloads at `max_msg_size` bytes\n");
-                   fprintf(stderr, "       -v <max_volume>: Cap trials at larger payloads so each rank sends only enough windows to reach `max_volume` bytes\n");
-                   fprintf(stderr, "       -s <min_msg_size>: Start the bandwidth tables at `min_msg_size` bytes (default 1)\n");
-                   fprintf(stderr, "       -x <bytes>: One more row of `bytes` after the doubling rows, with window\n");
-                   fprintf(stderr, "       -xw <window>: (default 4)\n");
-                   fprintf(stderr, "       -f: First/last mode, where ranks other than 0 and its partner remain idle\n");
-                   fprintf(stderr, "  Test pattern selection: (default all)\n");
-                   fprintf(stderr, "       -uni: Run unidirectional tests (each proc is either initiator or target)\n");
-                   fprintf(stderr, "       -bi:  Run bidirectional tests (initiator procs are also target procs)\n");
-                   fprintf(stderr, "       -p:   Run \"put-like\" tests (data movement away from local buffer)\n");
-                   fprintf(stderr, "       -g:   Run \"get-like\" tests (data movement towards local buffer)\n");
-                   fprintf(stderr, "       -block:  Run one-copy-at-a-time blocking test\n");
-                   fprintf(stderr, "       -flood:  Run many-copy-at-a-time flood test synchronized with operation_cx\n");
-                   fprintf(stderr, "       -remote: Run many-copy-at-a-time flood test synchronized with remote_cx\n");
-                   fprintf(stderr, "  Memory type selection: (default all)\n");
-                   fprintf(stderr, "       -gg: Run tests between local and remote GPU segment\n");
-                   fprintf(stderr, "       -sg: Run tests between the local shared segment and remote GPU segment\n");
-                   fprintf(stderr, "       -gs: Run tests between local GPU and the remote shared segment\n");
-                   fprintf(stderr, "       -ss: Run tests between local and remote shared segments\n");
-                   fprintf(stderr, "       -ps: Run tests between the local private segment and remote shared segment\n");
-                   fprintf(stderr, "       -pg: Run tests between the local private segment and remote GPU segment\n");
-                   fprintf(stderr, "  Buffer options:\n");
-                   fprintf(stderr, "       -ds: Replace 'private' buffers with downcast shared memory owned by self\n");
-                   fprintf(stderr, "       -dp: Replace 'private' buffers with downcast shared memory owned by peer\n");
-                   fprintf(stderr, "  Output control:\n");
-                   fprintf(stderr, "       -c: Concise/machine-parseable output format\n");
-                   fprintf(stderr, "       -csv: CSV lines (CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note)\n");
-               }
-               return 1;
-           }
-           arg_index++;
-       }
+    if (!run_gg && !run_sg && !run_gs && !run_ss && !run_ps && !run_pg) {
+        // If no tests are selected at the command line, run them all
+        run_gg = run_sg = run_gs = run_ss = run_ps = run_pg = true;
+    }
+    if (!run_uni && !run_bi) {
+        run_uni = run_bi = true;
+    }
+    if (upcxx::rank_n() == 1) {
+        std::cerr << "WARNING: Single-rank job, bi-directional tests disabled\n" << std::flush;
+        run_bi = false;
+    }
+    if (!run_put && !run_get) {
+        run_put = run_get = true;
+    }
+    if (!run_block && !run_flood && !run_remote) {
+        run_block = run_flood = run_remote = true;
+    }
 
-       if (!run_gg && !run_sg && !run_gs && !run_ss && !run_ps && !run_pg) {
-           // If no tests are selected at the command line, run them all
-           run_gg = run_sg = run_gs = run_ss = run_ps = run_pg = true;
-       }
-       if (!run_uni && !run_bi) {
-         run_uni = run_bi = true;
-       }
-       if (upcxx::rank_n() == 1) {
-         std::cerr << "WARNING: Single-rank job, bi-directional tests disabled\n" << std::flush;
-         run_bi = false;
-       }
-       if (!run_put && !run_get) {
-         run_put = run_get = true;
-       }
-       if (!run_block && !run_flood && !run_remote) {
-         run_block = run_flood = run_remote = true;
-       }
+    if (rank_me() == 0) {
+        std::cout << "gpu_microbenchmark(" << DeviceStr << ", " << variant_name << ", UPC++ " << UPCXX_VERSION << "): ";
+        if (use_firstlast) std::cout << " first/last ranks,";
+        if (max_volume)
+            std::cout << " trials=" << trials_for_size(min_msg_size) << ".." << trials_for_size(max_msg_size)
+                      << " max_volume=" << max_volume;
+        else
+            std::cout << " trials=" << max_trials;
+        std::cout << " window=" << window_size << " max_msg_size=" << max_msg_size;
+        if (extra_msg_size) std::cout << " extra_row=" << extra_msg_size << " (window " << extra_window << ")";
+        std::cout << std::endl;
+    }
+    if (!(max_trials > 0 && window_size > 0 && max_msg_size > 0 && min_msg_size > 0 && extra_window > 0)) {
+        if (!rank_me()) std::cerr << "Invalid parameters" << std::endl;
+        return 1;
+    }
+    const long seg_size = std::max(max_msg_size, extra_msg_size);
 
-       if (rank_me() == 0) {
-           std::cout << "gpu_microbenchmark(" << DeviceStr << ", " << variant_name << ", UPC++ " << UPCXX_VERSION << "): " ;
-           if (use_firstlast) std::cout << " first/last ranks,";
-           if (max_volume) std::cout << " trials=" << trials_for_size(min_msg_size) << ".." << trials_for_size(max_msg_size) 
-                                     << " max_volume=" << max_volume;
-           else std::cout << " trials=" << max_trials;
-           std::cout << " window=" << window_size 
-                     << " max_msg_size=" << max_msg_size;
-           if (extra_msg_size) std::cout << " extra_row=" << extra_msg_size << " (window " << extra_window << ")";
-           std::cout << std::endl;
-       }
-       if (!(max_trials > 0 && window_size > 0 && max_msg_size > 0 && min_msg_size > 0 && extra_window > 0)) {
-         if (!rank_me()) std::cerr << "Invalid parameters" << std::endl;
-         return 1;
-       }
-       const long seg_size = std::max(max_msg_size, extra_msg_size);
+#if !UXN_USES_HEAP
+#if UPCXX_VERSION >= 20210905
+    // use GPU auto-assignment, which spreads local_team members across available physical GPUs
+    auto gpu_alloc = upcxx::make_gpu_allocator<Device>(seg_size);  // alloc GPU segment
+#if UPCXX_VERSION >= 20220905
+    auto kind_info = Device::kind_info();
+#else
+    std::string kind_info{};
+#endif
+    UPCXX_ASSERT_ALWAYS(gpu_alloc.is_active(), "Failed to open GPU:\n" << kind_info);
+    auto &cleanup = gpu_alloc;
+    string my_gpu_desc = DeviceStr + ":" + to_string(gpu_alloc.device_id()) + "/" + to_string(Device::device_n());
+#else  // pre 2022.3.0 API
+    auto gpu_device = Device(0);  // open device 0
+    // alloc GPU segment
+    auto gpu_alloc = device_allocator<Device>(gpu_device, seg_size);
+    auto &cleanup = gpu_device;
+    string my_gpu_desc = DeviceStr + ":0";
+#endif
 
-     #if !UXN_USES_HEAP
-     #if UPCXX_VERSION >= 20210905
-       // use GPU auto-assignment, which spreads local_team members across available physical GPUs
-       auto gpu_alloc = upcxx::make_gpu_allocator<Device>(seg_size); // alloc GPU segment 
-       #if UPCXX_VERSION >= 20220905
-         auto kind_info = Device::kind_info();
-       #else
-         std::string kind_info{};
-       #endif
-       UPCXX_ASSERT_ALWAYS(gpu_alloc.is_active(), "Failed to open GPU:\n" << kind_info);
-       auto& cleanup = gpu_alloc;
-       string my_gpu_desc = DeviceStr + ":" + to_string(gpu_alloc.device_id()) + "/" + to_string(Device::device_n());
-     #else // pre 2022.3.0 API
-       auto gpu_device = Device( 0 ); // open device 0
-       // alloc GPU segment
-       auto gpu_alloc = device_allocator<Device>(gpu_device,seg_size);
-       auto& cleanup = gpu_device;
-       string my_gpu_desc = DeviceStr + ":0";
-     #endif
+    local_gpu_array = gpu_alloc.allocate<uint8_t>(seg_size);
+#else  // the GPU segment: nvshmem_malloc'd memory, wrapped by nvshmem_heap
+    upcxx::extra::nvshmem_init();  // collective: this rank's GPU, NVSHMEM bootstrapped by UPC++
+    auto *sym = static_cast<uint8_t *>(nvshmem_malloc(seg_size));  // collective
+    UPCXX_ASSERT_ALWAYS(sym, "nvshmem_malloc(" << seg_size << ") failed");
+    upcxx::extra::nvshmem_heap heap;  // collective
+    the_heap = &heap;
+    int cur_dev = -1;
+    cudaGetDevice(&cur_dev);
+    string my_gpu_desc =
+        DeviceStr + ":" + to_string(cur_dev) + " NVSHMEM PE " + to_string(heap.my_pe()) + "/" + to_string(heap.n_pes());
+    local_gpu_array = heap.to_global_ptr(sym);
+#endif
 
-       local_gpu_array = gpu_alloc.allocate<uint8_t>(seg_size);
-     #else // the GPU segment: nvshmem_malloc'd memory, wrapped by nvshmem_heap
-       upcxx::extra::nvshmem_init();  // collective: this rank's GPU, NVSHMEM bootstrapped by UPC++
-       auto *sym = static_cast<uint8_t *>(nvshmem_malloc(seg_size));  // collective
-       UPCXX_ASSERT_ALWAYS(sym, "nvshmem_malloc(" << seg_size << ") failed");
-       upcxx::extra::nvshmem_heap heap;  // collective
-       the_heap = &heap;
-       int cur_dev = -1;
-       cudaGetDevice(&cur_dev);
-       string my_gpu_desc = DeviceStr + ":" + to_string(cur_dev) + " NVSHMEM PE " + to_string(heap.my_pe()) + "/" +
-                            to_string(heap.n_pes());
-       local_gpu_array = heap.to_global_ptr(sym);
-     #endif
+    upcxx::dist_object<gp_gpu_t> gpu_dobj(local_gpu_array);
+    remote_gpu_array = gpu_dobj.fetch(partner).wait();
+#if UXN_VARIANT == UXN_V_nvshmem
+    gpu_sym = sym;
+    partner_pe = heap.from_global_ptr(remote_gpu_array).second;
+#endif
 
-       upcxx::dist_object<gp_gpu_t> gpu_dobj(local_gpu_array);
-       remote_gpu_array = gpu_dobj.fetch(partner).wait();
-     #if UXN_VARIANT == UXN_V_nvshmem
-       gpu_sym = sym;
-       partner_pe = heap.from_global_ptr(remote_gpu_array).second;
-     #endif
+    UPCXX_ASSERT(!(use_downcast_self && use_downcast_peer));
+    uint8_t *private_array_free = nullptr;
+    gp_host_t gp_downcast_area = nullptr;
+    if (use_downcast_self) {
+        gp_downcast_area = new_array<uint8_t>(seg_size);
+        local_private_array = gp_downcast_area.local();
+    } else if (use_downcast_peer) {
+        gp_downcast_area = new_array<uint8_t>(seg_size);
+        dist_object<gp_host_t> dd(gp_downcast_area, local_team());
+        if (local_team().rank_n() == 1) {
+            std::cerr << "WARNING: singleton local team, -dp is equivalent to -ds\n" << std::flush;
+            local_private_array = gp_downcast_area.local();
+        } else {
+            int lpeer = (local_team().rank_me() + 1) % local_team().rank_n();   // select a downcast peer
+            if (local_team()[lpeer] == partner && local_team().rank_n() > 2) {  // avoid partner when possible
+                lpeer = (local_team().rank_me() + 2) % local_team().rank_n();
+            }
+            gp_host_t peer_downcast_area = dd.fetch(lpeer).wait();
+            UPCXX_ASSERT(peer_downcast_area.is_local());
+            local_private_array = peer_downcast_area.local();
+        }
+        upcxx::barrier();
+    } else {
+        local_private_array = new uint8_t[seg_size];
+        UPCXX_ASSERT(local_private_array);
+        private_array_free = local_private_array;
+    }
 
-       UPCXX_ASSERT(!(use_downcast_self && use_downcast_peer));
-       uint8_t *private_array_free = nullptr;
-       gp_host_t gp_downcast_area = nullptr;
-       if (use_downcast_self) {
-         gp_downcast_area = new_array<uint8_t>(seg_size);
-         local_private_array = gp_downcast_area.local();
-       } else if (use_downcast_peer) {
-         gp_downcast_area = new_array<uint8_t>(seg_size);
-         dist_object<gp_host_t> dd(gp_downcast_area, local_team());
-         if (local_team().rank_n() == 1) {
-           std::cerr << "WARNING: singleton local team, -dp is equivalent to -ds\n" << std::flush;
-           local_private_array = gp_downcast_area.local();
-         } else {
-           int lpeer = (local_team().rank_me() + 1) % local_team().rank_n(); // select a downcast peer
-           if (local_team()[lpeer] == partner && local_team().rank_n() > 2) { // avoid partner when possible
-             lpeer = (local_team().rank_me() + 2) % local_team().rank_n();
-           }
-           gp_host_t peer_downcast_area = dd.fetch(lpeer).wait();
-           UPCXX_ASSERT(peer_downcast_area.is_local());
-           local_private_array = peer_downcast_area.local();
-         }
-         upcxx::barrier();
-       } else {
-         local_private_array = new uint8_t[seg_size];
-         UPCXX_ASSERT(local_private_array);
-         private_array_free = local_private_array;
-       }
+    local_shared_array = upcxx::new_array<uint8_t>(seg_size);
+    upcxx::dist_object<gp_host_t> host_dobj(local_shared_array);
+    remote_shared_array = host_dobj.fetch(partner).wait();
 
-       local_shared_array = upcxx::new_array<uint8_t>(seg_size);
-       upcxx::dist_object<gp_host_t> host_dobj(local_shared_array);
-       remote_shared_array = host_dobj.fetch(partner).wait();
+    bool active_uni;
+    bool active_bi;
+    if (use_firstlast) {
+        active_uni = !rank_me();
+        active_bi = (rank_me() == 0 || partner == 0);
+    } else {
+        active_uni = active_half;
+        active_bi = true;
+    }
 
-       bool active_uni;
-       bool active_bi;
-       if (use_firstlast) {
-         active_uni = !rank_me();
-         active_bi = (rank_me() == 0 || partner == 0);
-       } else {
-         active_uni = active_half;
-         active_bi = true;
-       }
+    barrier();
+    {
+        std::ostringstream oss;
+        auto col = std::setw(2);
+        oss << "Rank " << col << rank_me() << "/" << col << rank_n();
+        oss << ": " << my_gpu_desc;
+        if (active_uni || active_bi) {
+            oss << " partner = " << col << partner;
+            if (use_downcast_peer) oss << ", downcast peer = " << col << try_global_ptr(local_private_array).where();
+        }
+        if (active_uni)
+            oss << " (active for ALL tests)";
+        else if (active_bi)
+            oss << " (active for BIdirectional tests)";
+        else
+            oss << " (passive rank)";
+        oss << '\n';
+        std::cout << oss.str() << std::flush;
+    }
+    sleep(1);  // help ensure clean output
+    barrier();
+    if (use_csv && rank_me() == 0)
+        std::cout << "CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note" << std::endl;
 
-       barrier();
-       { std::ostringstream oss;
-         auto col = std::setw(2);
-         oss << "Rank " << col << rank_me() << "/" << col << rank_n();
-         oss << ": " << my_gpu_desc;
-         if (active_uni || active_bi) {
-           oss << " partner = " << col << partner;
-           if (use_downcast_peer)
-             oss << ", downcast peer = " << col << try_global_ptr(local_private_array).where();
-         }
-         if (active_uni) oss << " (active for ALL tests)";
-         else if (active_bi) oss << " (active for BIdirectional tests)";
-         else oss << " (passive rank)";
-         oss << '\n';
-         std::cout << oss.str() << std::flush;
-       }
-       sleep(1); // help ensure clean output
-       barrier();
-       if (use_csv && rank_me() == 0)
-         std::cout << "CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note" << std::endl;
+    legend();
+    if (run_uni) {
+        is_active_rank = active_uni;
 
-       legend();
-       if (run_uni) {
-         is_active_rank = active_uni;
+        if (run_block) {
+            test_header("Uni-directional blocking 8-byte round-trip latency (microseconds)", "uni", "latency");
+            run_all_copies<sync_type::blocking_op>(8);
 
-         if (run_block) {
-           test_header("Uni-directional blocking 8-byte round-trip latency (microseconds)", "uni", "latency"); 
-           run_all_copies<sync_type::blocking_op>(8);
+            if (rank_me() == 0) print_latency_results();
 
-           if (rank_me() == 0) print_latency_results();
+            test_header("Uni-directional blocking op bandwidth (GiB/s)", "uni", "blocking");
+            bandwidth_table<sync_type::blocking_op>(max_msg_size, false);
+        }
+        if (run_flood) {
+            test_header("Uni-directional flood op bandwidth (GiB/s)", "uni", "flood");
+            bandwidth_table<sync_type::flood_op>(max_msg_size, false);
+        }
+        if (run_remote) {
+            test_header("Uni-directional flood remote_cx bandwidth (GiB/s)", "uni", "flood_remote");
+            bandwidth_table<sync_type::flood_remote>(max_msg_size, false);
+        }
+    }  // run uni
 
-           test_header("Uni-directional blocking op bandwidth (GiB/s)", "uni", "blocking"); 
-           bandwidth_table<sync_type::blocking_op>(max_msg_size, false);
-         }
-         if (run_flood) {
-           test_header("Uni-directional flood op bandwidth (GiB/s)", "uni", "flood"); 
-           bandwidth_table<sync_type::flood_op>(max_msg_size, false);
-         }
-         if (run_remote) {
-           test_header("Uni-directional flood remote_cx bandwidth (GiB/s)", "uni", "flood_remote"); 
-           bandwidth_table<sync_type::flood_remote>(max_msg_size, false);
-         }
-       } // run uni
+    if (run_bi) {
+        is_active_rank = active_bi;
 
-       if (run_bi) {
-         is_active_rank = active_bi;
+        if (run_block) {
+            test_header("Bi-directional blocking op bandwidth (GiB/s)", "bi", "blocking");
+            bandwidth_table<sync_type::blocking_op>(max_msg_size, true);
+        }
+        if (run_flood) {
+            test_header("Bi-directional flood op bandwidth (GiB/s)", "bi", "flood");
+            bandwidth_table<sync_type::flood_op>(max_msg_size, true);
+        }
+        if (run_remote) {
+            test_header("Bi-directional flood remote_cx bandwidth (GiB/s)", "bi", "flood_remote");
+            bandwidth_table<sync_type::flood_remote>(max_msg_size, true);
+        }
+    }  // run bi
 
-         if (run_block) {
-           test_header("Bi-directional blocking op bandwidth (GiB/s)", "bi", "blocking"); 
-           bandwidth_table<sync_type::blocking_op>(max_msg_size, true);
-         }
-         if (run_flood) {
-           test_header("Bi-directional flood op bandwidth (GiB/s)", "bi", "flood"); 
-           bandwidth_table<sync_type::flood_op>(max_msg_size, true);
-         }
-         if (run_remote) {
-           test_header("Bi-directional flood remote_cx bandwidth (GiB/s)", "bi", "flood_remote"); 
-           bandwidth_table<sync_type::flood_remote>(max_msg_size, true);
-         }
-       } // run bi
+#if !UXN_USES_HEAP
+    gpu_alloc.deallocate(local_gpu_array);
+#endif
+    upcxx::delete_array(local_shared_array);
+    upcxx::delete_array(gp_downcast_area);
+    delete[] private_array_free;
+#if !UXN_USES_HEAP
+    cleanup.destroy();
+#else
+    heap.destroy();  // collective: every copy landed
+    the_heap = nullptr;
+    nvshmem_free(sym);
+    upcxx::extra::nvshmem_finalize();
+#endif
 
+    upcxx::barrier();
 
-     #if !UXN_USES_HEAP
-       gpu_alloc.deallocate(local_gpu_array);
-     #endif
-       upcxx::delete_array(local_shared_array);
-       upcxx::delete_array(gp_downcast_area);
-       delete[] private_array_free;
-     #if !UXN_USES_HEAP
-       cleanup.destroy();
-     #else
-       heap.destroy();  // collective: every copy landed
-       the_heap = nullptr;
-       nvshmem_free(sym);
-       upcxx::extra::nvshmem_finalize();
-     #endif
-
-       upcxx::barrier();
-
-       if (!rank_me())  std::cout << "\nSUCCESS" << std::endl;
-       return 0;
+    if (!rank_me()) std::cout << "\nSUCCESS" << std::endl;
+    return 0;
 }
 
 int main(int argc, char **argv) {
-   upcxx::init();
-   int ndev = 0;
-   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-     if (!rank_me()) std::cout << "SKIPPED: gpu_microbenchmark (" << variant_name << ") needs a GPU (none visible)" << std::endl;
-     upcxx::finalize();
-     return 77;
-   }
-   int retval = 1;
+    upcxx::init();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
+        if (!rank_me())
+            std::cout << "SKIPPED: gpu_microbenchmark (" << variant_name << ") needs a GPU (none visible)" << std::endl;
+        upcxx::finalize();
+        return 77;
+    }
+    int retval = 1;
 #if UXN_USES_HEAP
-   try {
-     retval = do_main(argc, argv);
-   } catch (const upcxx::extra::nvshmem_error &e) {  // thrown on every rank together
-     std::cerr << "rank " << rank_me() << ": " << e.what() << std::endl;
-     retval = 1;
-   }
+    try {
+        retval = do_main(argc, argv);
+    } catch (const upcxx::extra::nvshmem_error &e) {  // thrown on every rank together
+        std::cerr << "rank " << rank_me() << ": " << e.what() << std::endl;
+        retval = 1;
+    }
 #else
-   retval = do_main(argc, argv);
+    retval = do_main(argc, argv);
 #endif
-   upcxx::finalize();
-   return retval;
+    upcxx::finalize();
+    return retval;
 }
