@@ -19,9 +19,11 @@ fn main() {
         "\n/** The version of upcxx-extra-nvshmem this header belongs to (`upcxx_extra_nvshmem_version()` says the library's). */\n\
          #define UPCXX_EXTRA_NVSHMEM_VERSION_MAJOR {}\n#define UPCXX_EXTRA_NVSHMEM_VERSION_MINOR {}\n\
          #define UPCXX_EXTRA_NVSHMEM_VERSION_PATCH {}\n#define UPCXX_EXTRA_NVSHMEM_VERSION_STRING \"{}\"\n\
-         /** Thread safety: every function may be called from any thread; none waits on another process; the translation\n\
-         \x20* functions are lock-free. Process-wide state: the heap, its peer table and the selected resolution step;\n\
-         \x20* thread-local: the last error message. Each function below lists the statuses it returns. */",
+         /** Thread safety: every function may be called from any thread; none waits on another process but\n\
+         \x20* upcxx_extra_nvshmem_nvshmem_init and _nvshmem_finalize (NVSHMEM's own collectives); the translation\n\
+         \x20* functions are lock-free. Process-wide state: the heap, its peer table, the selected resolution step and\n\
+         \x20* NVSHMEM's host library once loaded; thread-local: the last error message. Each function below lists the\n\
+         \x20* statuses it returns. */",
         v("CARGO_PKG_VERSION_MAJOR"),
         v("CARGO_PKG_VERSION_MINOR"),
         v("CARGO_PKG_VERSION_PATCH"),

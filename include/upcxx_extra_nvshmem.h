@@ -16,9 +16,11 @@
 #define UPCXX_EXTRA_NVSHMEM_VERSION_MINOR 1
 #define UPCXX_EXTRA_NVSHMEM_VERSION_PATCH 0
 #define UPCXX_EXTRA_NVSHMEM_VERSION_STRING "0.1.0"
-/** Thread safety: every function may be called from any thread; none waits on another process; the translation
- * functions are lock-free. Process-wide state: the heap, its peer table and the selected resolution step;
- * thread-local: the last error message. Each function below lists the statuses it returns. */
+/** Thread safety: every function may be called from any thread; none waits on another process but
+ * upcxx_extra_nvshmem_nvshmem_init and _nvshmem_finalize (NVSHMEM's own collectives); the translation
+ * functions are lock-free. Process-wide state: the heap, its peer table, the selected resolution step and
+ * NVSHMEM's host library once loaded; thread-local: the last error message. Each function below lists the
+ * statuses it returns. */
 
 /**
  * The result of every call of the C ABI.
@@ -223,6 +225,43 @@ typedef struct upcxx_extra_nvshmem_location_t {
    */
   bool is_device_address;
 } upcxx_extra_nvshmem_location_t;
+
+/**
+ * NVSHMEM's host library as `upcxx_extra_nvshmem_nvshmem_load` finds it, read live.
+ */
+typedef struct upcxx_extra_nvshmem_nvshmem_info_t {
+  /**
+   * The host library's file (static storage, valid for the life of the process).
+   */
+  const char *library;
+  /**
+   * NVSHMEM's release (major, minor, patch), from `nvshmem_info_get_name`: the version
+   * `heap_query` reports too.
+   */
+  int version_major;
+  int version_minor;
+  int version_patch;
+  /**
+   * `nvshmemx_init_status()`: 0 not initialised, 1 bootstrapped, 2 and up initialised.
+   */
+  int init_status;
+  /**
+   * This process's PE (`nvshmem_my_pe`) once NVSHMEM is bootstrapped; -1 before.
+   */
+  int my_pe;
+  /**
+   * The number of PEs (`nvshmem_n_pes`) once NVSHMEM is bootstrapped; -1 before.
+   */
+  int n_pes;
+} upcxx_extra_nvshmem_nvshmem_info_t;
+
+/**
+ * An NVSHMEM unique id (`nvshmemx_uniqueid_t`, version 1: 128 bytes) as opaque bytes: made on
+ * one process by `upcxx_extra_nvshmem_nvshmem_get_uniqueid`, sent to the others as it is.
+ */
+typedef struct upcxx_extra_nvshmem_uniqueid_t {
+  uint8_t bytes[128];
+} upcxx_extra_nvshmem_uniqueid_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -438,6 +477,86 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_report_buffer(char *buf,
  * version it was generated with). Never NULL. Thread safety: any thread.
  */
 const char *upcxx_extra_nvshmem_version(void);
+
+/**
+ * Finds NVSHMEM's host library, loading it when it is not in the process yet: the one already
+ * in the process (the program links it, or loaded it), else `libnvshmem_host.so.3` from the
+ * loader's search path, else `$NVSHMEM_HOME/lib/libnvshmem_host.so.3` (loaded `RTLD_NOW |
+ * RTLD_GLOBAL`, never unloaded). Checks that it has every function initialisation needs and is
+ * NVSHMEM 3.x. `*out` (optional, may be NULL) receives its file, release, init status, PE and
+ * PE count, read now. Every `upcxx_extra_nvshmem_nvshmem_*` function finds the library this way.
+ *
+ * Statuses: OK; NOT_LOADED (no library found or loadable: the last error lists what was tried;
+ * a function missing; not NVSHMEM 3.x). Process-wide state (a library loaded stays loaded);
+ * thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_load(struct upcxx_extra_nvshmem_nvshmem_info_t *out);
+
+/**
+ * A unique id for NVSHMEM's unique-id bootstrap (`nvshmemx_get_uniqueid`), made on the one
+ * process that then sends it to every process of the job (NVSHMEM opens a listening socket).
+ *
+ * Statuses: OK; NULL_ARGUMENT; NOT_LOADED (as `nvshmem_load`); NOT_INITIALIZED (NVSHMEM refused:
+ * the message has NVSHMEM's status). `*out` is written only on OK. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_get_uniqueid(struct upcxx_extra_nvshmem_uniqueid_t *out);
+
+/**
+ * Initialises NVSHMEM's host library with the unique-id bootstrap as PE `rank` of `n_ranks`
+ * (`nvshmemx_set_attr_uniqueid_args`, `nvshmemx_hostlib_init_attr`) on the CUDA context current
+ * on the calling thread, then checks that NVSHMEM is initialised as that PE of that many.
+ * Collective: every one of the `n_ranks` processes calls it with the same id (NVSHMEM's
+ * bootstrap waits for them). A program with NVSHMEM kernels initialises through NVSHMEM's device
+ * library instead (the C++ layer does so when the program registered it), then calls
+ * `upcxx_extra_nvshmem_nvshmem_check_init`.
+ *
+ * Statuses: OK; NULL_ARGUMENT; INVALID_ARGUMENT (`n_ranks` < 1, `rank` not in `[0, n_ranks)`);
+ * NOT_LOADED (as `nvshmem_load`); NOT_INITIALIZED (NVSHMEM returned an error, or is not
+ * initialised as that PE afterwards: the message has NVSHMEM's status, release and file).
+ * Process-wide state; thread safety: one thread of the process, the only one initialising or
+ * finalising NVSHMEM; the one function here that waits on other processes.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_init(const struct upcxx_extra_nvshmem_uniqueid_t *id,
+                                                                   int rank,
+                                                                   int n_ranks);
+
+/**
+ * Checks that NVSHMEM is initialised as PE `rank` of `n_ranks` (e.g. after initialising it
+ * through NVSHMEM's device library).
+ *
+ * Statuses: OK; NOT_LOADED (as `nvshmem_load`); NOT_INITIALIZED (not initialised, or as another
+ * PE or PE count: the message says which). Reads only; thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_check_init(int rank, int n_ranks);
+
+/**
+ * Finalises NVSHMEM's host library (`nvshmemx_hostlib_finalize`) when NVSHMEM is initialised;
+ * nothing when it is not (twice is harmless), nor when it is only bootstrapped, as a failed
+ * `nvshmem_init` can leave it (NVSHMEM's finalisation would abort the process there). For NVSHMEM initialised through
+ * `upcxx_extra_nvshmem_nvshmem_init`; NVSHMEM initialised through its device library is finalised
+ * by the device library. Destroy the heap's users first (`detach`).
+ *
+ * Statuses: OK; NOT_LOADED (as `nvshmem_load`). Process-wide state; thread safety: as
+ * `nvshmem_init` (collective as NVSHMEM's finalisation is).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_finalize(void);
+
+/**
+ * The PE/rank agreement: `pe_of_rank[r]` is the NVSHMEM PE of UPC++ rank `r` (`n_ranks`
+ * entries), `n_pes_of_rank[r]` the PE count NVSHMEM reports on rank `r` (optional, may be NULL:
+ * every rank's is taken as `n_ranks`). NVSHMEM's PEs and the ranks must be the same processes:
+ * every PE count `n_ranks`, every PE in `[0, n_ranks)`, each rank a different PE. The first
+ * failing rank decides; `*failed_rank` (optional) receives it (-1 on OK), and the message names
+ * it. The same check as `set_peers`' permutation check (one check, rank -> PE here).
+ *
+ * Statuses: OK; NULL_ARGUMENT (`pe_of_rank`); INVALID_ARGUMENT (`n_ranks` < 1, a PE count that is
+ * not `n_ranks`); BAD_PE (a PE out of range, or reported by two ranks). No state; thread safety:
+ * any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_pe_map(int n_ranks,
+                                                                   const int *pe_of_rank,
+                                                                   const int *n_pes_of_rank,
+                                                                   int *failed_rank);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -15,6 +15,7 @@ pub mod heap;
 pub mod layout;
 pub mod logger;
 pub mod mapping;
+pub mod nvshmem_host;
 pub mod nvshmem_lib;
 pub mod peers;
 pub mod publish;

@@ -98,7 +98,7 @@ int main() {
     const bool preloaded = dlsym(RTLD_DEFAULT, "nvshmemx_hostlib_init_attr") != nullptr;
     CHECK(!preloaded, "NVSHMEM's host library is not in the process at start");
     expect_together("no NVSHMEM", UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed, 0,
-                    "NVSHMEM's host library is not in the process of rank 0 and could not be loaded",
+                    "rank 0: NVSHMEM's host library is not in this process and could not be loaded",
                     [] { upcxx::extra::nvshmem_init(); });
 
     const char *lib = std::getenv("UPCXX_EXTRA_NVSHMEM_TEST_NVSHMEM_LIB");
@@ -110,7 +110,8 @@ int main() {
             if (me != last) CHECK(dlopen(lib, RTLD_NOW | RTLD_GLOBAL) != nullptr, "dlopen %s", lib);
             expect_together("NVSHMEM missing on the last rank", UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED,
                             nvshmem_errc::nvshmem_init_failed, last,
-                            "not in the process of rank " + std::to_string(last), [] { upcxx::extra::nvshmem_init(); });
+                            "rank " + std::to_string(last) + ": NVSHMEM's host library is not in this process",
+                            [] { upcxx::extra::nvshmem_init(); });
         }
         if (me == last || n == 1) CHECK(dlopen(lib, RTLD_NOW | RTLD_GLOBAL) != nullptr, "dlopen %s", lib);
 

@@ -101,6 +101,31 @@ std::vector<T> allgather(const T &mine, const char *what) {
     return all;
 }
 
+/// This thread's last error of the C function `fn` without the function's name: the reason, for a
+/// message that names its own caller.
+inline std::string c_reason(const char *fn) {
+    std::string e = upcxx_extra_nvshmem_last_error();
+    const std::string name = std::string(fn) + ": ";
+    if (e.compare(0, name.size(), name) == 0) e.erase(0, name.size());
+    return e;
+}
+
+/// The PE/rank agreement (NVSHMEM's PEs are upcxx::world()'s ranks, each a different PE), checked
+/// by the C library's one check, upcxx_extra_nvshmem_check_pe_map: `pe_of_rank[r]` and
+/// `n_pes_of_rank[r]` are what NVSHMEM reports on rank r. Throws nvshmem_error (errc
+/// peers_mismatch, status INVALID_ARGUMENT for a PE count, BAD_PE for a PE, failed_rank() the
+/// first failing rank, message `prefix` + the C library's reason). Every rank passes the same
+/// maps, so every rank throws the same error, or none does.
+inline void check_pe_map(const std::vector<int> &pe_of_rank, const std::vector<int> &n_pes_of_rank,
+                         const std::string &prefix) {
+    int failed = -1;
+    const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_pe_map(
+        static_cast<int>(pe_of_rank.size()), pe_of_rank.data(), n_pes_of_rank.data(), &failed);
+    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+        throw nvshmem_error(s, prefix + c_reason("upcxx_extra_nvshmem_check_pe_map"), nvshmem_errc::peers_mismatch,
+                            failed);
+}
+
 /// The number of live nvshmem_heap objects of this process (the C table is process-wide; one
 /// heap is active at a time, and nvshmem_finalize() refuses while one is).
 inline int &active_heaps() noexcept {

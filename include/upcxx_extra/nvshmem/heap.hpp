@@ -324,28 +324,20 @@ private:
         return upcxx::rank_n();
     }
 
-    // Every rank runs this on the same data, so every rank throws the same error, or none does.
+    // Every rank runs this on the same data, so every rank throws the same error, or none does: the
+    // PE/rank agreement is the C library's check (detail::check_pe_map), the peer table its result.
     static std::vector<upcxx_extra_nvshmem_peer_t> validate(const std::vector<detail::rank_entry> &all,
                                                             const char *what) {
-        const int n = static_cast<int>(all.size());
-        std::vector<upcxx_extra_nvshmem_peer_t> peers(all.size(), upcxx_extra_nvshmem_peer_t{-1, nullptr});
-        for (int r = 0; r < n; r++) {
-            const detail::rank_entry &e = all[static_cast<std::size_t>(r)];
-            if (e.n_pes != n)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string(what) + ": NVSHMEM has " + std::to_string(e.n_pes) + " PEs on rank " +
-                                        std::to_string(r) + " but upcxx::world() has " + std::to_string(n) +
-                                        " ranks; they must be the same processes",
-                                    nvshmem_errc::peers_mismatch, r);
-            if (e.pe < 0 || e.pe >= n || peers[static_cast<std::size_t>(e.pe)].rank >= 0)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
-                                    std::string(what) + ": rank " + std::to_string(r) + " reports PE " +
-                                        std::to_string(e.pe) + ", out of range [0, " + std::to_string(n) +
-                                        ") or taken by another rank: PEs and ranks must be the same processes",
-                                    nvshmem_errc::peers_mismatch, r);
-            peers[static_cast<std::size_t>(e.pe)].rank = r;
-            peers[static_cast<std::size_t>(e.pe)].base = reinterpret_cast<void *>(e.base);
+        std::vector<int> pe_of_rank, n_pes_of_rank;
+        for (const detail::rank_entry &e : all) {
+            pe_of_rank.push_back(e.pe);
+            n_pes_of_rank.push_back(e.n_pes);
         }
+        detail::check_pe_map(pe_of_rank, n_pes_of_rank, std::string(what) + ": ");
+        std::vector<upcxx_extra_nvshmem_peer_t> peers(all.size(), upcxx_extra_nvshmem_peer_t{-1, nullptr});
+        for (std::size_t r = 0; r < all.size(); r++)
+            peers[static_cast<std::size_t>(all[r].pe)] =
+                upcxx_extra_nvshmem_peer_t{static_cast<int>(r), reinterpret_cast<void *>(all[r].base)};
         return peers;
     }
 

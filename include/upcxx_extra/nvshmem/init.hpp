@@ -9,13 +9,13 @@
 //   upcxx::extra::nvshmem_finalize();    // 2. NVSHMEM (refused while a heap is active)
 //   upcxx::finalize();                   // 3. UPC++
 //
-// How this reaches NVSHMEM: through NVSHMEM's host library (libnvshmem_host.so.3), its functions
-// looked up with dlsym at run time (nvshmemx_hostlib_init_attr, nvshmemx_get_uniqueid, ...), the
-// way NVSHMEM's own Python bindings do. So this header includes none of NVSHMEM's headers (they
-// need CCCL), a program that never calls NVSHMEM itself needs no NVSHMEM at build time, and a
-// missing NVSHMEM is an exception on every rank instead of a loader error. The structures passed
-// (the unique id and the init attributes) are NVSHMEM 3.x's fixed-size, versioned ABI structures,
-// in their version-1 layout, which every 3.x host library accepts.
+// How this reaches NVSHMEM: through the C library (upcxx_extra_nvshmem_nvshmem_load, _get_uniqueid,
+// _init, _finalize, _check_pe_map in upcxx_extra_nvshmem.h), which finds NVSHMEM's host library
+// (libnvshmem_host.so.3) at run time, loading it when the program does not link it, and owns its
+// ABI. So this header includes none of NVSHMEM's headers (they need CCCL), a program that never
+// calls NVSHMEM itself needs no NVSHMEM at build time, and a missing NVSHMEM is an exception on
+// every rank instead of a loader error. This header keeps the UPC++ side: the collective rounds,
+// the unique id's bytes broadcast by UPC++, the GPU selection and the device library's hooks.
 //
 // NVSHMEM's device library (libnvshmem_device.a, linked with nvcc -rdc=true by programs with their
 // own NVSHMEM kernels) keeps the state its device functions read; it is initialised only when
@@ -27,8 +27,6 @@
 #define UPCXX_EXTRA_NVSHMEM_INIT_HPP
 
 #include <upcxx/upcxx.hpp>
-
-#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -93,136 +91,13 @@ private:
     bool had_ = false, set_ = false;
 };
 
-// NVSHMEM 3.x's ABI structures in their version-1 layout (bootstrap_device_host/nvshmem_uniqueid.h,
-// device_host/nvshmem_types.h: nvshmemx_uniqueid_v1, nvshmemx_uniqueid_args_v1,
-// nvshmemx_init_args_v1, nvshmemx_init_attr_v1). Each has a fixed size, asserted there as here,
-// and a version field (1 << 16) + size that tells the library which layout it is given.
-struct nvshmem_uniqueid_v1 {
-    int version;
-    char internal[124];
-};
-struct nvshmem_uniqueid_args_v1 {
-    int version;
-    nvshmem_uniqueid_v1 *id;
-    int myrank;
-    int nranks;
-};
-struct nvshmem_init_args_v1 {
-    int version;
-    nvshmem_uniqueid_args_v1 uid_args;
-    char content[96];
-};
-struct nvshmem_init_attr_v1 {
-    int version;
-    void *mpi_comm;
-    nvshmem_init_args_v1 args;
-};
-static_assert(sizeof(nvshmem_uniqueid_v1) == 128, "nvshmemx_uniqueid_v1 is 128 bytes");
-static_assert(sizeof(nvshmem_uniqueid_args_v1) == 24, "nvshmemx_uniqueid_args_v1 is 24 bytes");
-static_assert(sizeof(nvshmem_init_args_v1) == 128, "nvshmemx_init_args_v1 is 128 bytes");
-static_assert(sizeof(nvshmem_init_attr_v1) == 144, "nvshmemx_init_attr_v1 is 144 bytes");
-constexpr unsigned nvshmem_init_with_uniqueid = 1u << 3;  // NVSHMEMX_INIT_WITH_UNIQUEID
-constexpr int nvshmem_status_is_bootstrapped = 1;         // NVSHMEM_STATUS_IS_BOOTSTRAPPED
-constexpr int nvshmem_status_is_initialized = 2;          // NVSHMEM_STATUS_IS_INITIALIZED
-
-inline nvshmem_uniqueid_v1 nvshmem_uniqueid_initializer() {
-    nvshmem_uniqueid_v1 id;
-    std::memset(&id, 0, sizeof id);
-    id.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_uniqueid_v1));
-    return id;
-}
-inline nvshmem_init_attr_v1 nvshmem_init_attr_initializer() {
-    nvshmem_init_attr_v1 a;
-    std::memset(&a, 0, sizeof a);
-    a.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_init_attr_v1));
-    a.mpi_comm = nullptr;
-    a.args.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_init_args_v1));
-    a.args.uid_args.version = (1 << 16) + static_cast<int>(sizeof(nvshmem_uniqueid_args_v1));
-    a.args.uid_args.id = nullptr;
-    a.args.uid_args.myrank = -1;
-    a.args.uid_args.nranks = -1;
-    return a;
-}
-
-/// The functions of NVSHMEM's host library that nvshmem_init() and nvshmem_finalize() call.
-struct nvshmem_host_api {
-    std::string library;  // the file they come from, for messages
-    int major = 0, minor = 0, patch = 0;
-    int (*init_status)() = nullptr;
-    int (*hostlib_init_attr)(unsigned, void *) = nullptr;
-    void (*hostlib_finalize)() = nullptr;
-    int (*get_uniqueid)(void *) = nullptr;
-    int (*set_attr_uniqueid_args)(int, int, const void *, void *) = nullptr;
-    int (*my_pe)() = nullptr;
-    int (*n_pes)() = nullptr;
-    void (*vendor_version)(int *, int *, int *) = nullptr;
-};
-
-template <class F>
-bool nvshmem_symbol(void *handle, const char *name, F &fn) {
-    void *p = dlsym(handle, name);
-    fn = reinterpret_cast<F>(p);
-    return p != nullptr;
-}
-
-/// NVSHMEM's host library: the one already in the process (the program links it, or loaded it),
-/// else libnvshmem_host.so.3 from the loader's search path, else from $NVSHMEM_HOME/lib.
-inline outcome find_nvshmem_host(nvshmem_host_api &api) {
-    const std::string me = std::to_string(upcxx::rank_me());
-    void *h = RTLD_DEFAULT;
-    if (!dlsym(RTLD_DEFAULT, "nvshmemx_hostlib_init_attr")) {
-        std::vector<std::string> names{"libnvshmem_host.so.3"};
-        const char *home = std::getenv("NVSHMEM_HOME");
-        if (home && *home) names.push_back(std::string(home) + "/lib/libnvshmem_host.so.3");
-        std::string tried;
-        h = nullptr;
-        for (const std::string &n : names) {
-            h = dlopen(n.c_str(), RTLD_NOW | RTLD_GLOBAL);
-            if (h) break;
-            const char *e = dlerror();
-            tried += (tried.empty() ? "" : "; ") + std::string(e ? e : n.c_str());
-        }
-        if (!h)
-            return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
-                           "nvshmem_init: NVSHMEM's host library is not in the process of rank " + me +
-                               " and could not be loaded (" + tried +
-                               "): link the program with libnvshmem_host.so.3 (CMake: UpcxxExtraNvshmem::nvshmem), "
-                               "or name its directory in LD_LIBRARY_PATH or NVSHMEM_HOME"};
-    }
-    const char *missing = nullptr;
-    if (!nvshmem_symbol(h, "nvshmemx_hostlib_init_attr", api.hostlib_init_attr))
-        missing = "nvshmemx_hostlib_init_attr";
-    else if (!nvshmem_symbol(h, "nvshmemx_hostlib_finalize", api.hostlib_finalize))
-        missing = "nvshmemx_hostlib_finalize";
-    else if (!nvshmem_symbol(h, "nvshmemx_init_status", api.init_status))
-        missing = "nvshmemx_init_status";
-    else if (!nvshmem_symbol(h, "nvshmemx_get_uniqueid", api.get_uniqueid))
-        missing = "nvshmemx_get_uniqueid";
-    else if (!nvshmem_symbol(h, "nvshmemx_set_attr_uniqueid_args", api.set_attr_uniqueid_args))
-        missing = "nvshmemx_set_attr_uniqueid_args";
-    else if (!nvshmem_symbol(h, "nvshmem_my_pe", api.my_pe))
-        missing = "nvshmem_my_pe";
-    else if (!nvshmem_symbol(h, "nvshmem_n_pes", api.n_pes))
-        missing = "nvshmem_n_pes";
-    else if (!nvshmem_symbol(h, "nvshmemx_vendor_get_version_info", api.vendor_version))
-        missing = "nvshmemx_vendor_get_version_info";
-    Dl_info info;
-    std::memset(&info, 0, sizeof info);
-    if (api.hostlib_init_attr && dladdr(reinterpret_cast<void *>(api.hostlib_init_attr), &info) && info.dli_fname)
-        api.library = info.dli_fname;
-    else
-        api.library = "libnvshmem_host.so.3";
-    if (missing)
-        return outcome{
-            UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
-            "nvshmem_init: " + api.library + " (rank " + me + ") has no " + missing + ": NVSHMEM 3.x is needed"};
-    api.vendor_version(&api.major, &api.minor, &api.patch);
-    if (api.major != 3)
-        return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_LOADED, nvshmem_errc::nvshmem_init_failed,
-                       "nvshmem_init: " + api.library + " (rank " + me + ") is NVSHMEM " + std::to_string(api.major) +
-                           "." + std::to_string(api.minor) + "." + std::to_string(api.patch) +
-                           ": nvshmem_init needs NVSHMEM 3.x (tested: 3.1.7, 3.4.5, 3.8.0)"};
-    return outcome{};
+/// NVSHMEM's host library, found (or loaded) by the C library, described in `info`.
+inline outcome load_nvshmem(upcxx_extra_nvshmem_nvshmem_info_t &info) {
+    const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_nvshmem_load(&info);
+    if (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return outcome{};
+    return outcome{
+        s, nvshmem_errc::nvshmem_init_failed,
+        "nvshmem_init: rank " + std::to_string(upcxx::rank_me()) + ": " + c_reason("upcxx_extra_nvshmem_nvshmem_load")};
 }
 
 /// This rank's device, made current with its primary context (NVSHMEM initialises on the context
@@ -269,7 +144,6 @@ inline outcome select_device(int requested, int &chosen, std::string &how) {
 struct nvshmem_init_state {
     bool owned = false;           // nvshmem_init() initialised NVSHMEM (nvshmem_finalize() finalises it)
     bool device_library = false;  // ... through the device library's hooks
-    nvshmem_host_api api;
 };
 inline nvshmem_init_state &init_state() {
     static nvshmem_init_state s;
@@ -312,19 +186,18 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
     detail::nvshmem_init_state &state = detail::init_state();
 
     // 1. NVSHMEM's host library, the options, and whether NVSHMEM is initialised already.
-    detail::nvshmem_host_api api;
-    detail::outcome found = detail::find_nvshmem_host(api);
+    upcxx_extra_nvshmem_nvshmem_info_t info;
+    std::memset(&info, 0, sizeof info);
+    detail::outcome found = detail::load_nvshmem(info);
     if (found.ok() && opts.device < -1)
         found = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::nvshmem_init_failed,
                                 "nvshmem_init: rank " + std::to_string(me) + " passed device " +
                                     std::to_string(opts.device) + " (a device index, or -1 for the default)"};
     detail::nvshmem_init_entry mine{found.status, 0, -1, -1, static_cast<std::uint64_t>(opts.heap_size)};
     if (found.ok()) {
-        mine.already = api.init_status() >= detail::nvshmem_status_is_bootstrapped;
-        if (mine.already) {
-            mine.pe = api.my_pe();
-            mine.n_pes = api.n_pes();
-        }
+        mine.already = info.init_status >= 1;  // bootstrapped or initialised
+        mine.pe = info.my_pe;
+        mine.n_pes = info.n_pes;
     }
     const std::vector<detail::nvshmem_init_entry> all = detail::allgather(mine, what);
     int first = n;
@@ -349,18 +222,12 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
                                 nvshmem_errc::nvshmem_init_failed, r);
     }
     if (all[0].already) {
-        std::vector<int> rank_of_pe(static_cast<std::size_t>(n), -1);
-        for (int r = 0; r < n; r++) {
-            const detail::nvshmem_init_entry &e = all[static_cast<std::size_t>(r)];
-            if (e.n_pes != n || e.pe < 0 || e.pe >= n || rank_of_pe[static_cast<std::size_t>(e.pe)] >= 0)
-                throw nvshmem_error(
-                    e.n_pes != n ? UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT : UPCXX_EXTRA_NVSHMEM_STATUS_BAD_PE,
-                    "nvshmem_init: NVSHMEM is initialised already, and rank " + std::to_string(r) + " is its PE " +
-                        std::to_string(e.pe) + " of " + std::to_string(e.n_pes) +
-                        ": NVSHMEM's PEs must be upcxx::world()'s " + std::to_string(n) + " ranks, each a different PE",
-                    nvshmem_errc::peers_mismatch, r);
-            rank_of_pe[static_cast<std::size_t>(e.pe)] = r;
+        std::vector<int> pe_of_rank, n_pes_of_rank;
+        for (const detail::nvshmem_init_entry &e : all) {
+            pe_of_rank.push_back(e.pe);
+            n_pes_of_rank.push_back(e.n_pes);
         }
+        detail::check_pe_map(pe_of_rank, n_pes_of_rank, "nvshmem_init: NVSHMEM is initialised already, but ");
         return;  // the caller's NVSHMEM (or ours, from an earlier call): nothing to do
     }
 
@@ -373,19 +240,16 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
     detail::env_override heap_size("NVSHMEM_SYMMETRIC_SIZE", opts.heap_size);  // until nvshmem_init returns
     struct id_wire {
         int ok;
-        detail::nvshmem_uniqueid_v1 id;
+        upcxx_extra_nvshmem_uniqueid_t id;
     } wire;
     std::memset(&wire, 0, sizeof wire);
-    wire.id = detail::nvshmem_uniqueid_initializer();
     detail::outcome made;
     if (me == 0) {
-        const int s = api.get_uniqueid(&wire.id);
-        if (s != 0)
-            made = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
-                                   "nvshmem_init: nvshmemx_get_uniqueid failed on rank 0 (NVSHMEM status " +
-                                       std::to_string(s) +
-                                       "; NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons; the unique-id bootstrap "
-                                       "needs a network interface, NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME names one)"};
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_nvshmem_get_uniqueid(&wire.id);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            made = detail::outcome{
+                s, nvshmem_errc::nvshmem_init_failed,
+                "nvshmem_init: rank 0: " + detail::c_reason("upcxx_extra_nvshmem_nvshmem_get_uniqueid")};
         wire.ok = made.ok();
     }
     wire = upcxx::broadcast(wire, 0).wait();
@@ -394,33 +258,33 @@ inline void nvshmem_init(const nvshmem_init_options &opts = nvshmem_init_options
     // 4. NVSHMEM's initialisation: through the device library when the program registered it,
     // else the host library alone.
     const detail::device_library_hooks &hooks = detail::device_library();
-    int s;
-    const char *call;
-    if (hooks.init) {
-        call = "nvshmemi_init_thread (NVSHMEM's device library)";
-        s = hooks.init(me, n, &wire.id);
-    } else {
-        call = "nvshmemx_hostlib_init_attr";
-        detail::nvshmem_init_attr_v1 attr = detail::nvshmem_init_attr_initializer();
-        s = api.set_attr_uniqueid_args(me, n, &wire.id, &attr);
-        if (s == 0) s = api.hostlib_init_attr(detail::nvshmem_init_with_uniqueid, &attr);
-    }
+    const std::string where =
+        "nvshmem_init: rank " + std::to_string(me) + " (CUDA device " + std::to_string(device) + ", " + how + "): ";
     detail::outcome inited;
-    const int status = s == 0 ? api.init_status() : -1;
-    if (s != 0 || status < detail::nvshmem_status_is_initialized || api.my_pe() != me || api.n_pes() != n)
-        inited = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
-                                 "nvshmem_init: " + std::string(call) + " on rank " + std::to_string(me) +
-                                     " (CUDA device " + std::to_string(device) + ", " + how + ", NVSHMEM " +
-                                     std::to_string(api.major) + "." + std::to_string(api.minor) + "." +
-                                     std::to_string(api.patch) + " from " + api.library + ") " +
-                                     (s != 0 ? "returned " + std::to_string(s)
-                                             : "left NVSHMEM in state " + std::to_string(status) + " as PE " +
-                                                   std::to_string(api.my_pe()) + " of " + std::to_string(api.n_pes())) +
-                                     " (NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons)"};
+    if (hooks.init) {
+        const std::string call = "nvshmemi_init_thread (NVSHMEM's device library, NVSHMEM " +
+                                 std::to_string(hooks.major) + "." + std::to_string(hooks.minor) + "." +
+                                 std::to_string(hooks.patch) + " headers)";
+        alignas(8) unsigned char id[sizeof wire.id.bytes];  // an nvshmemx_uniqueid_t's bytes, aligned as one
+        std::memcpy(id, wire.id.bytes, sizeof id);
+        const int s = hooks.init(me, n, id);
+        if (s != 0)
+            inited = detail::outcome{
+                UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
+                where + call + " returned " + std::to_string(s) + " (NVSHMEM_DEBUG=WARN prints NVSHMEM's reasons)"};
+        else if (upcxx_extra_nvshmem_nvshmem_check_init(me, n) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            inited = detail::outcome{
+                UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, nvshmem_errc::nvshmem_init_failed,
+                where + call + " returned 0, but " + detail::c_reason("upcxx_extra_nvshmem_nvshmem_check_init")};
+    } else {
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_nvshmem_init(&wire.id, me, n);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            inited = detail::outcome{s, nvshmem_errc::nvshmem_init_failed,
+                                     where + detail::c_reason("upcxx_extra_nvshmem_nvshmem_init")};
+    }
     detail::agree(inited, what);
     state.owned = true;
     state.device_library = hooks.init != nullptr;
-    state.api = api;
 }
 
 /// Collective over upcxx::world(), before upcxx::finalize(). Refused on every rank (nvshmem_error,
@@ -449,7 +313,7 @@ inline void nvshmem_finalize() {
     if (state.device_library && hooks.finalize)
         hooks.finalize();
     else
-        state.api.hostlib_finalize();
+        (void)upcxx_extra_nvshmem_nvshmem_finalize();  // OK: the library was found by nvshmem_init()
 }
 
 }  // namespace extra
