@@ -22,8 +22,10 @@
 // The parts, under upcxx_extra/nvshmem/:
 //   error.hpp        nvshmem_error: the C status, errc() for conditions of the C++ layer alone
 //   collective.hpp   collective steps that fail on every rank together
-//   backend.hpp      the UPC++ release, chosen once (allocator API, global pointer internals,
-//                    upcxx::copy's completion machinery)
+//   upcxx_internals.hpp  every UPC++ internal the layer reads, each detected at compile time; the
+//                    mode (fast, or public-API: UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1 forces it)
+//   backend.hpp      the UPC++ release and the mode, chosen once (allocator API, what a global
+//                    pointer is, upcxx::copy's completion machinery)
 //   copy_engine.hpp  the fast copies: stream, events, lanes completed on the initiating persona
 //   copy.hpp         one heap.copy: arguments, where each end is, the path, its notifications
 //   heap.hpp         nvshmem_heap

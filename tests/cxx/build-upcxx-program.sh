@@ -7,7 +7,8 @@
 #   install prefix of this library), UPCXX_NETWORK/CODEMODE/THREADMODE (default smp/opt/seq),
 #   NVCC (default nvcc), CUDA_HOME (default /usr/local/cuda; a home with include/ and lib64/ holding
 #   libcudart_static.a and libcudadevrt.a: a toolkit, or ../shared/upcxx/setup.sh's cuda-home with
-#   the nvidia-cuda-nvcc wheel's nvcc, which is how CI links without a toolkit), CUDA_ARCH (sm_90).
+#   the nvidia-cuda-nvcc wheel's nvcc, which is how CI links without a toolkit), CUDA_ARCH (sm_90),
+#   UXN_CXXFLAGS (more compiler flags, e.g. -DUPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1).
 set -euo pipefail
 src="$1"; out="$2"
 : "${UPCXX_INSTALL:?UPCXX_INSTALL must name the UPC++ install}" "${NVSHMEM_HOME:?NVSHMEM_HOME must name the NVSHMEM install}" "${UXN_PREFIX:?UXN_PREFIX must name the install prefix of upcxx-extra-nvshmem}"
@@ -30,7 +31,7 @@ mkdir -p "$linkdir"
 ln -sf "$NVSHMEM_HOME/lib/libnvshmem_host.so.3" "$linkdir/libnvshmem_host.so"
 CXX="$($M CXX)"
 # shellcheck disable=SC2046,SC2086
-$CXX $($M CXXFLAGS) -std=c++17 $($M PPFLAGS) -I"$CUDA_HOME/include" $CCCL -I"$NVSHMEM_HOME/include" -I"$UXN_PREFIX/include" -c "$src" -o "$out.o"
+$CXX $($M CXXFLAGS) -std=c++17 $($M PPFLAGS) -I"$CUDA_HOME/include" $CCCL -I"$NVSHMEM_HOME/include" -I"$UXN_PREFIX/include" ${UXN_CXXFLAGS:-} -c "$src" -o "$out.o"
 # shellcheck disable=SC2086
 "${NVCC:-nvcc}" -arch="${CUDA_ARCH:-sm_90}" -rdc=true -ccbin "$CXX" -I"$CUDA_HOME/include" "$out.o" -o "$out" $CUDALIB \
   -L"$linkdir" -L"$NVSHMEM_HOME/lib" -lnvshmem_host -lnvshmem_device -L"$UXN_PREFIX/lib" -lupcxx_extra_nvshmem \

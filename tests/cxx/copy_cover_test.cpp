@@ -157,7 +157,10 @@ std::vector<buf_t> bufs;
 
 static bool heap_here(const buf_t &b) { return b.from == origin::nvshmem && b.mapped_here; }
 static bool own_device(const buf_t &b) { return b.from == origin::upcxx_device && b.gp.where() == rank_me(); }
+// UPCXX_EXTRA_NVSHMEM_COPY=upcxx, or the public-API mode (nvshmem_heap::fast_copies() false):
+// every copy is upcxx::copy, counted as a fallback.
 static bool forced_fallback() {
+    if (!upcxx::extra::nvshmem_heap::fast_copies()) return true;
     const char *k = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
     return k && std::string(k) == "upcxx";
 }
@@ -475,7 +478,10 @@ int main(int argc, char *argv[]) {
             say("") << "Running with iters=" << iters << " bufsz=" << maxelems * sizeof(val_t) << " bytes\n"
                     << "  using " << heaps_per_kind << " NVSHMEM blocks and " << allocs_per_heap
                     << " buffer allocations per block; "
-                    << (forced_fallback() ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back" : "fast path on");
+                    << (forced_fallback() ? (upcxx::extra::nvshmem_heap::fast_copies()
+                                                 ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back"
+                                                 : "public-API mode: every copy falls back")
+                                          : "fast path on");
     }
     // A buffer: [0, maxelems+3) is A's side (start offset 0-2), [maxelems+4, 2*maxelems+7) B's.
     const size_t allocelems = 2 * maxelems + 8;

@@ -113,7 +113,7 @@ static const std::size_t cap = 128 * MiB + 4096;
 static nvshmem_heap *g_heap = nullptr;
 static int me, nranks, next, prev, gpu;
 static bool mapped = false;  // NVSHMEM maps the next PE's heap here: fast copies between the PEs
-static bool forced = false;  // UPCXX_EXTRA_NVSHMEM_COPY=upcxx: every copy falls back
+static bool forced = false;  // UPCXX_EXTRA_NVSHMEM_COPY=upcxx or the public-API mode: every copy falls back
 
 static const char *sz(std::size_t n) { return n >= MiB ? "64 MiB" : "4 KiB"; }
 
@@ -750,7 +750,8 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
     const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
     if (!mapped || forced) {
         skip("F4",
-             "the fast path is not taken here (NVSHMEM does not map the next PE, or UPCXX_EXTRA_NVSHMEM_COPY=upcxx)");
+             "the fast path is not taken here (NVSHMEM does not map the next PE, UPCXX_EXTRA_NVSHMEM_COPY=upcxx, or "
+             "the public-API mode)");
         return;
     }
     for (std::size_t n : {small, big}) {
@@ -1028,7 +1029,8 @@ int main() {
     next = (me + 1) % nranks;
     prev = (me + nranks - 1) % nranks;
     const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
-    forced = knob && std::string(knob) == "upcxx";
+    // The public-API mode (nvshmem_heap::fast_copies() false): every copy is upcxx::copy.
+    forced = (knob && std::string(knob) == "upcxx") || !nvshmem_heap::fast_copies();
 
     unsigned char *a = static_cast<unsigned char *>(nvshmem_malloc(cap));
     unsigned char *b = static_cast<unsigned char *>(nvshmem_malloc(cap));
@@ -1041,7 +1043,8 @@ int main() {
         std::printf("copy_semantics_test: %d ranks, GPU %d of %d visible, next PE %s, %s\n", nranks, gpu,
                     copy_test::visible_gpus(),
                     mapped ? "mapped here (fast path)" : "NOT mapped here (every copy falls back)",
-                    forced ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx" : "fast path allowed");
+                    forced ? (nvshmem_heap::fast_copies() ? "UPCXX_EXTRA_NVSHMEM_COPY=upcxx" : "public-API mode")
+                           : "fast path allowed");
     {
         nvshmem_heap heap;
         g_heap = &heap;

@@ -17,8 +17,11 @@
 //      compile, not only the declarations. UPC++ 2020.10's upcxx::copy accepts remote_cx in its
 //      signature but its body does not compile with it, so the real calls leave remote_cx out
 //      there (the declarations are still compared).
+//   4. Fast mode: every completion list of the table is one the fast path can notify
+//      (upcxx_internals.hpp finds upcxx::copy's machinery for it), so none falls back silently.
 // Built as an OBJECT library for every UPC++ release and threadmode scripts/test-all.sh
-// configures (tests/cxx/CMakeLists.txt), and in the debug codemode by test-all's copy-tests step.
+// configures (tests/cxx/CMakeLists.txt), and in the debug codemode by test-all's copy-tests step;
+// with UXN_UPCXX_PUBLIC_ONLY=ON in the public-API mode, where 1-3 hold as they are.
 #include <cstddef>
 #include <tuple>
 #include <type_traits>
@@ -198,6 +201,19 @@ using completion_lists =
          src_defer_promise, eager_defer, defer_eager_rem, eager_promises, defer_promises, const eager_defer &
 #endif
          >;
+
+// Fast mode: the fast path reads upcxx::copy's completion machinery for every completion list.
+template <class C>
+constexpr bool notified_fast() {
+    static_assert(!nvshmem_heap::fast_copies() || upcxx::extra::detail::internals::cx_known<C>,
+                  "fast mode: upcxx_internals.hpp does not read upcxx::copy's machinery for these completions");
+    return true;
+}
+template <class... C>
+constexpr bool all_notified_fast(list<C...>) {
+    return (notified_fast<C>() && ...);
+}
+static_assert(all_notified_fast(completion_lists{}), "");
 
 // Every pair with every count type and no completions; every pair x every completion list.
 template <class P, class... C>

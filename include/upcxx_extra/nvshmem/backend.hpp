@@ -1,16 +1,21 @@
-// upcxx-extra-nvshmem: the UPC++ release, chosen once. Part of <upcxx_extra/nvshmem.hpp>.
+// upcxx-extra-nvshmem: the UPC++ release and the copy mode, chosen once. Part of
+// <upcxx_extra/nvshmem.hpp>.
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // Everything the C++ layer needs from UPC++ that differs between releases lives here, in one
-// type, detail::upcxx_backend, of which there is one definition per allocator API:
+// type, detail::upcxx_backend, of which there is one definition per allocator API (public API):
 //   - UPCXX_VERSION >= 2022.3.0: make_gpu_allocator; several allocators per GPU; a global pointer
 //     names its segment by a heap index.
 //   - older (2020.10.0): cuda_device + device_allocator; one cuda_device per GPU per process; a
 //     global pointer names its segment by the CUDA device id.
-// The rest of the layer is written once against that type: its segment (one UPC++ device segment
-// over NVSHMEM memory), view() (what a global pointer is, read without pointer arithmetic, which
-// UPC++'s debug codemode forbids across allocators) and cx (the completion machinery
-// upcxx::copy itself uses, so that heap.copy notifies exactly as upcxx::copy does).
+// The UPC++ internals it reads (global pointer fields, upcxx::copy's completion machinery) are
+// all in upcxx_internals.hpp, each detected at compile time; `fast` says whether they were all
+// found (fast mode) or the layer uses UPC++'s public API only (public-API mode: every heap.copy
+// is upcxx::copy). The rest of the layer is written once against this type: its segment (one
+// UPC++ device segment over NVSHMEM memory), view() (what a global pointer is, read without
+// pointer arithmetic, which UPC++'s debug codemode forbids across allocators; fast mode only) and
+// cx (the completion machinery upcxx::copy itself uses, so that heap.copy notifies exactly as
+// upcxx::copy does; fast mode only).
 #ifndef UPCXX_EXTRA_NVSHMEM_BACKEND_HPP
 #define UPCXX_EXTRA_NVSHMEM_BACKEND_HPP
 
@@ -39,6 +44,8 @@
     "upcxx_extra/nvshmem.hpp needs a UPC++ built with CUDA support (configure --enable-cuda); this UPC++ (UPCXX_VERSION above) has none"
 #endif
 
+#include "upcxx_extra/nvshmem/upcxx_internals.hpp"
+
 namespace upcxx {
 namespace extra {
 namespace detail {
@@ -56,18 +63,15 @@ struct gptr_view {
 #if UPCXX_VERSION >= 20220300L
 /// UPC++ 2022.3.0 and later: make_gpu_allocator.
 struct upcxx_backend {
+    /// Every UPC++ internal of this release line found (upcxx_internals.hpp): fast copies.
+    static constexpr bool fast = internals::fast;
     /// With GASNet-EX native memory kinds (a NIC registers device memory), a segment must cover
     /// only mapped memory, so every update() that grows the heap makes one more segment (UPC++
     /// never recycles their endpoints). With reference kinds (the default) device copies name
     /// memory by address on the segment's device, so one segment serves the heap as it grows.
-#if defined(UPCXXI_GEX_MK_CUDA) && (UPCXXI_GEX_MK_CUDA + 0)
-    static constexpr bool segment_per_growth = true;
-#else
-    static constexpr bool segment_per_growth = false;
-#endif
+    /// The same in both modes; where the kind cannot be told, "native" (upcxx_internals.hpp).
+    static constexpr bool segment_per_growth = internals::gex_mk_cuda;
     static constexpr const char *api = "make_gpu_allocator";
-    /// remote_cx::as_rpc is delivered on the fast path (sent to the target once the bytes landed).
-    static constexpr bool fast_remote = true;
 
     /// One UPC++ device segment over [base, base + size) of CUDA device `device`. Collective to
     /// make and to destroy(); abandon() leaves it to upcxx::finalize() (no collective possible).
@@ -92,67 +96,20 @@ struct upcxx_backend {
     /// Why this process cannot make a segment on `device` now ("" when it can).
     static std::string device_unavailable(int) { return std::string(); }
 
-    /// The segment a device global pointer names (its heap index), one field read.
-    static long segment_of(const device_gptr &p) noexcept { return p.private_detail_do_not_use_heap_idx_; }
-
-    // The fields UPCXXI_INTERNAL_ONLY(raw_ptr_) and UPCXXI_INTERNAL_ONLY(heap_idx_) (upcxx.hpp
-    // undefines that macro at its end), as upcxx::copy reads them.
+    /// Fast mode: what a global pointer is (the fields upcxx::copy reads).
     template <class T, upcxx::memory_kind K>
     static gptr_view view(const upcxx::global_ptr<T, K> &p) {
-        return gptr_view{p.where(), const_cast<void *>(static_cast<const void *>(p.private_detail_do_not_use_raw_ptr_)),
-                         static_cast<long>(p.private_detail_do_not_use_heap_idx_),
+        return gptr_view{p.where(), internals::raw_ptr(p), internals::segment_of(p),
                          K == upcxx::memory_kind::any ? p.dynamic_kind() : K};
     }
-
-    /// upcxx::copy's completion machinery for the completions `Cxs` (upcxx/copy.hpp's copy_traits).
-    template <class Cxs>
-    struct cx {
-        using traits = upcxx::detail::copy_traits<Cxs>;
-        using here_t = typename traits::cxs_here_t;
-        using returner_t = typename traits::returner;
-        /// The remote completion with its arguments bound by value at the call (as_rpc binds an
-        /// lvalue by reference; the caller's variable may be gone when the copy lands).
-        using remote_t = typename traits::deserialized_cxs_remote_bound_t;
-        static constexpr bool want_remote = traits::want_remote;
-        static remote_t bind_remote(Cxs &&cxs) {
-            return traits::cxs_remote_deserialized_value(traits::bind_remote(std::forward<Cxs>(cxs)));
-        }
-        /// upcxx::copy's own checks of the element type and the completions.
-        template <class T>
-        static void assert_sane() {
-            traits::template assert_sane<T>();
-        }
-        /// The value copy() returns; `done`: the operation completed before it (as rget does).
-        static returner_t returner(here_t &here, bool done) {
-            return returner_t(here,
-                              done ? upcxx::detail::cx_event_done::operation : upcxx::detail::cx_event_done::none);
-        }
-        /// A remote completion is owed from `initiator` until it is sent: upcxx::progress_required()
-        /// and upcxx::discharge() wait for it, as for upcxx::copy's own.
-        static void owe_remote(upcxx::persona &initiator) noexcept {
-            if constexpr (want_remote) initiator.private_detail_do_not_use_undischarged_n_ += 1;
-        }
-        /// remote_cx::as_rpc, sent as upcxx::copy sends it: an AM run on the target's master
-        /// persona at user level. Runs on `initiator`, which owed it.
-        static void send_remote(upcxx::persona &initiator, int rank, remote_t &&bound) {
-            if constexpr (want_remote) {
-                initiator.private_detail_do_not_use_undischarged_n_ -= 1;
-                upcxx::backend::send_am_master<upcxx::progress_level::user>(rank, std::move(bound));
-            }
-        }
-    };
-    /// upcxx::copy's default completion (an operation future).
-    static upcxx::detail::operation_cx_as_future_t default_cx() { return upcxx::detail::operation_cx_as_future_t{{}}; }
-};
 #else
 /// UPC++ before 2022.3.0 (2020.10.0): cuda_device + device_allocator, one cuda_device per GPU.
 struct upcxx_backend {
+    static constexpr bool fast = internals::fast;
     /// A global pointer is (rank, CUDA device, address) and copies run through the device's
     /// context: one segment serves the heap as it grows.
     static constexpr bool segment_per_growth = false;
     static constexpr const char *api = "cuda_device + device_allocator";
-    /// upcxx::copy of this release has no remote completion: copies asking for one go to it.
-    static constexpr bool fast_remote = false;
 
     class segment {
     public:
@@ -188,39 +145,29 @@ struct upcxx_backend {
         return std::string();
     }
 
-    /// The segment a device global pointer names (its CUDA device), one field read.
-    static long segment_of(const device_gptr &p) noexcept { return p.device_; }
-
+    /// Fast mode: what a global pointer is (the fields upcxx::copy reads; device -1 is host).
     template <class T, upcxx::memory_kind K>
     static gptr_view view(const upcxx::global_ptr<T, K> &p) {
-        return gptr_view{p.rank_, const_cast<void *>(static_cast<const void *>(p.raw_ptr_)),
-                         static_cast<long>(p.device_),
-                         p.device_ == -1 ? upcxx::memory_kind::host : upcxx::memory_kind::cuda_device};
+        const long seg = internals::segment_of(p);
+        return gptr_view{internals::old_rank(p), internals::raw_ptr(p), seg,
+                         seg == -1 ? upcxx::memory_kind::host : upcxx::memory_kind::cuda_device};
     }
-
-    template <class Cxs>
-    struct cx {
-        using decayed = typename std::decay<Cxs>::type;
-        using here_t =
-            upcxx::detail::completions_state<upcxx::detail::event_is_here, upcxx::detail::rput_event_values, decayed>;
-        using returner_t = upcxx::detail::completions_returner<upcxx::detail::event_is_here,
-                                                               upcxx::detail::rput_event_values, decayed>;
-        using remote_t = int;  // unused: 2020.10's upcxx::copy has no remote completion
-        // A remote completion goes to upcxx::copy, as the release defines it.
-        static constexpr bool want_remote =
-            upcxx::detail::completions_has_event<decayed, upcxx::remote_cx_event>::value;
-        static remote_t bind_remote(Cxs &&) { return 0; }
-        template <class T>
-        static void assert_sane() {}
-        static returner_t returner(here_t &here, bool) { return returner_t(here); }
-        static void owe_remote(upcxx::persona &) noexcept {}
-        static void send_remote(upcxx::persona &, int, remote_t &&) {}
-    };
-    static upcxx::completions<upcxx::future_cx<upcxx::operation_cx_event>> default_cx() {
-        return upcxx::completions<upcxx::future_cx<upcxx::operation_cx_event>>{{}};
-    }
-};
 #endif
+    /// Fast mode: the segment a device global pointer names (its heap index; 2020.10: its CUDA
+    /// device), one field read.
+    static long segment_of(const device_gptr &p) noexcept { return internals::segment_of(p); }
+
+    /// Fast mode: upcxx::copy's completion machinery for the completions `Cxs`: here_t,
+    /// returner_t, remote_t, want_remote, fast_remote (a remote completion on the fast path),
+    /// bind_remote, assert_sane, returner, owe_remote, send_remote (upcxx_internals.hpp).
+    template <class Cxs>
+    using cx = internals::copy_cx<Cxs>;
+
+    /// upcxx::copy's default completion (an operation future), through the public API: the type
+    /// upcxx::copy defaults to (operation_cx_as_future_t in 2023.9, completions<future_cx<
+    /// operation_cx_event>> in 2020.10) is what operation_cx::as_future() returns.
+    static auto default_cx() { return upcxx::operation_cx::as_future(); }
+};
 
 /// The element type, and whether a global pointer, of one upcxx::copy end (T*, const T*,
 /// global_ptr<T, K>, global_ptr<const T, K>); `known` false for anything else.

@@ -9,6 +9,9 @@
 // fast_flight: upcxx::copy's own completion state for the completions asked for, the remote
 // completion bound by value, and what it takes to redo the copy through upcxx::copy should CUDA
 // fail it. Nothing is formatted or allocated for a copy that succeeds but the flight itself.
+// In the public-API mode (backend.hpp: upcxx_backend::fast false) every copy is upcxx::copy with
+// the caller's arguments, after the checks that need no UPC++ internal (the heap is active, no
+// null pointer, no overflowing size, no raw T* into the heap), counted as a fallback.
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_HPP
 
@@ -41,36 +44,49 @@ struct copy_path {
     template <class S, class D>
     static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst,
                          std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
-        return dispatch(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+        if constexpr (!backend::fast) {
+            check_public(h, src, dst, n);
+            h.engine_->count_fallback();
+            if (after.set) wait_for(h, after.stream);
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n);
+        } else {
+            return dispatch(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+        }
     }
 
     template <class S, class D, class Cxs>
     static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
+        if constexpr (!internals::cx_known<Cxs>) {  // the public-API mode (or a form not known)
+            check_public(h, src, dst, n);
+            h.engine_->count_fallback();
+            if (after.set) wait_for(h, after.stream);
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+        } else {
+            return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+        }
+    }
+
+    // Fast mode: the path of one copy.
+    template <class S, class D, class Cxs>
+    static auto dispatch_fast(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
         using cx = typename backend::template cx<Cxs>;
-        if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
-        if (!src || !dst)
-            throw nvshmem_error(
-                UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
-                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") + " is a null pointer");
+        check_common(h, src, dst);
         void *from = nullptr, *to = nullptr;
         std::size_t bytes = 0;
         int rank_s = -1, rank_d = -1;
         if constexpr (src_end::known && dst_end::known) {
             using T = typename dst_end::element;
             cx::template assert_sane<T>();
-            if (n > static_cast<std::size_t>(-1) / sizeof(T))
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    "nvshmem_heap::copy: " + std::to_string(n) + " elements of " +
-                                        std::to_string(sizeof(T)) + " bytes overflow size_t");
-            bytes = n * sizeof(T);
+            bytes = checked_bytes<T>(n);
             // Both ends are checked whatever the path: a raw pointer into the heap, or a range
             // that starts in the heap and runs past extent(), is an error.
             const bool heap_s = reach(h, src, bytes, "source", from, rank_s);
             const bool heap_d = reach(h, dst, bytes, "destination", to, rank_d);
-            if (!(heap_s || heap_d) || (cx::want_remote && !backend::fast_remote) || h.engine_->force_fallback())
+            if (!(heap_s || heap_d) || (cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback())
                 from = to = nullptr;
         }
         if (n == 0 || !from || !to) {
@@ -88,6 +104,47 @@ struct copy_path {
         h.engine_->start(std::move(f), to, from, after);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
         return cx::returner(fl.here, false)();  // the flight completes only in progress, later
+    }
+
+    // The checks of every copy, in both modes.
+    template <class S, class D>
+    static void check_common(const Heap &h, const S &src, const D &dst) {
+        if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
+        if (!src || !dst)
+            throw nvshmem_error(
+                UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
+                std::string("nvshmem_heap::copy: the ") + (!src ? "source" : "destination") + " is a null pointer");
+    }
+    // n elements of T in bytes, or an error.
+    template <class T>
+    static std::size_t checked_bytes(std::size_t n) {
+        if (n > static_cast<std::size_t>(-1) / sizeof(T))
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                "nvshmem_heap::copy: " + std::to_string(n) + " elements of " +
+                                    std::to_string(sizeof(T)) + " bytes overflow size_t");
+        return n * sizeof(T);
+    }
+    // Public-API mode: the checks that need no UPC++ internal: a raw T* is not into the heap; in
+    // UPC++'s opt codemode, a device global pointer into the heap (found by public global pointer
+    // arithmetic, heap.hpp's segment_offset_public) keeps its range inside extent(). In the debug
+    // codemode the global pointers are left to upcxx::copy's own checks (operator- between
+    // pointers of two segments is an assertion there).
+    template <class S, class D>
+    static void check_public(const Heap &h, const S &src, const D &dst, std::size_t n) {
+        using src_end = copy_end<typename std::decay<S>::type>;
+        using dst_end = copy_end<typename std::decay<D>::type>;
+        check_common(h, src, dst);
+        if constexpr (src_end::known && dst_end::known) {
+            const std::size_t bytes = checked_bytes<typename dst_end::element>(n);
+            if constexpr (!src_end::global)
+                not_into_heap(h, src, "source");
+            else
+                in_extent_public(h, src, bytes, "source");
+            if constexpr (!dst_end::global)
+                not_into_heap(h, dst, "destination");
+            else
+                in_extent_public(h, dst, bytes, "destination");
+        }
     }
 
     /// A fast copy in flight: its notifications (upcxx::copy's completion state for `Cxs`, and
@@ -129,7 +186,7 @@ struct copy_path {
     // The heap's reserved range is checked here, with no C call: a host pointer (the usual case)
     // costs a subtraction and leaves the thread's last C error alone.
     template <class T>
-    static bool reach(const Heap &h, T *p, std::size_t, const char *which, void *&local, int &rank) {
+    static void not_into_heap(const Heap &h, T *p, const char *which) {
         const std::size_t off = reinterpret_cast<std::uintptr_t>(p) - h.info_.base;
         if (off < h.info_.reserved)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
@@ -137,6 +194,36 @@ struct copy_path {
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
                                     "); upcxx::copy reads a T* as this process's host memory: pass "
                                     "heap.to_global_ptr(p) instead");
+    }
+    // Public-API mode: a device global pointer into the heap keeps [p, p + bytes) inside extent()
+    // (UPC++'s opt codemode; nothing checked in its debug codemode, see check_public).
+    template <class T, upcxx::memory_kind K>
+    static void in_extent_public(const Heap &h, const upcxx::global_ptr<T, K> &p, std::size_t bytes,
+                                 const char *which) {
+#if defined(UPCXX_CODEMODE) && (UPCXX_CODEMODE + 0)
+        if constexpr (K != upcxx::memory_kind::host) {
+            if (K == upcxx::memory_kind::any && p.dynamic_kind() != upcxx::memory_kind::cuda_device) return;
+            const int rank = p.where();
+            if (rank < 0 || static_cast<std::size_t>(rank) >= h.n_ranks()) return;  // UPC++ checks the rank
+            const auto c = upcxx::reinterpret_pointer_cast<const char>(
+                upcxx::static_kind_cast<upcxx::memory_kind::cuda_device>(p));
+            const std::ptrdiff_t off = h.segment_offset_public(c, static_cast<std::size_t>(rank));
+            if (off >= 0 &&
+                (static_cast<std::size_t>(off) > h.extent_ || bytes > h.extent_ - static_cast<std::size_t>(off)))
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                                    std::string("nvshmem_heap::copy: the ") + which + " range (heap offset " +
+                                        std::to_string(off) + ", " + std::to_string(bytes) + " bytes) on rank " +
+                                        std::to_string(rank) + " runs past the " + std::to_string(h.extent_) +
+                                        " bytes this nvshmem_heap covers (after nvshmem_malloc grew the heap, call "
+                                        "update() collectively)");
+        }
+#else
+        (void)h, (void)p, (void)bytes, (void)which;
+#endif
+    }
+    template <class T>
+    static bool reach(const Heap &h, T *p, std::size_t, const char *which, void *&local, int &rank) {
+        not_into_heap(h, p, which);
         local = const_cast<void *>(static_cast<const void *>(p));  // CUDA reads and writes host memory
         rank = upcxx::rank_me();
         return false;

@@ -213,10 +213,15 @@ public:
     }
 
     /// The symmetric address and the PE of `gp`, which must point into this heap (one C call).
+    /// In the public-API mode the segment is found with UPC++'s global pointer arithmetic
+    /// (docs/compatibility.md: UPC++'s debug codemode asserts on a pointer of another segment).
     template <class T>
     std::pair<T *, int> from_global_ptr(upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> gp) const {
         if (!active_) throw inactive("from_global_ptr");
         if (!gp) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT, "from_global_ptr: null global pointer");
+        if constexpr (!backend::fast) {
+            return from_global_ptr_public(upcxx::reinterpret_pointer_cast<const char>(gp), static_cast<T *>(nullptr));
+        }
         const detail::gptr_view v = backend::view(gp);
         if (!owns(v, "from_global_ptr"))
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
@@ -229,8 +234,15 @@ public:
         return {static_cast<T *>(sym), pe};
     }
 
-    /// Counts of the copies heap.copy() made by each path since construction (this process).
+    /// Counts of the copies heap.copy() made by each path since construction (this process). In
+    /// the public-API mode every copy is counted as a fallback.
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
+
+    /// Whether heap.copy can take the fast path in this build: true when every UPC++ internal it
+    /// reads was found at compile time (fast mode), false in the public-API mode (a missing
+    /// internal, or UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1), where every heap.copy is upcxx::copy
+    /// (docs/compatibility.md). A property of the build, not of a heap.
+    static constexpr bool fast_copies() noexcept { return backend::fast; }
 
     /// upcxx::copy, for every argument list upcxx::copy takes in this UPC++ release, with its
     /// return type and completion semantics (docs/copy.md). When one end is heap memory this
@@ -270,9 +282,10 @@ public:
 private:
     // ---- which memory is this heap's -----------------------------------------------------------
 
-    // Whether `v` names one of this heap's UPC++ segments (compared by segment, never by pointer
-    // arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is given.
-    // The usual answer (the newest segment) is inline: from_global_ptr and copy ask it per call.
+    // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
+    // pointer arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is
+    // given. The usual answer (the newest segment) is inline: from_global_ptr and copy ask it per
+    // call.
     bool owns(const detail::gptr_view &v, const char *fn) const {
         if (static_cast<unsigned>(v.rank) < n_ranks_ && v.kind == upcxx::memory_kind::cuda_device &&
             backend::segment_of(newest_[static_cast<std::size_t>(v.rank)]) == v.segment)
@@ -293,6 +306,46 @@ private:
         return false;
     }
     std::size_t n_ranks() const noexcept { return n_ranks_; }
+
+    // Public-API mode: from_global_ptr with UPC++'s public global pointer operations only. The
+    // rank is where(); the offset is `p - base` against each segment's base on that rank (newest
+    // first), kept when it lies in the extent and base + offset == p (operator== compares the
+    // segment too: a pointer of another segment is not this heap's). UPC++'s debug codemode
+    // asserts in operator- that both pointers name one segment: there, a pointer of another
+    // allocator ends the program in UPC++'s check instead of OUT_OF_HEAP. The address on that
+    // rank is its heap base (rank_bases_) plus the offset, which the C library translates.
+    using const_device_gptr = upcxx::global_ptr<const char, upcxx::memory_kind::cuda_device>;
+    // Public-API mode: the offset of `p` (a pointer to rank `r`) in one of this heap's segments,
+    // -1 when it is not in one.
+    std::ptrdiff_t segment_offset_public(const const_device_gptr &p, std::size_t r) const {
+        for (std::size_t s = bases_.size(); s-- > 0;) {
+            const const_device_gptr b = bases_[s][r];
+            const std::ptrdiff_t o = p - b;  // debug codemode: UPC++ asserts one segment
+            if (o >= 0 && b + o == p) return o;
+        }
+        return -1;
+    }
+    template <class T>
+    std::pair<T *, int> from_global_ptr_public(const const_device_gptr &p, T *) const {
+        const int rank = p.where();
+        if (rank < 0 || rank >= static_cast<int>(n_ranks()) || rank_bases_.size() != n_ranks())
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK, "from_global_ptr: rank " + std::to_string(rank) +
+                                                                         " is not a rank of this heap (" +
+                                                                         std::to_string(n_ranks()) + " ranks)");
+        const std::size_t r = static_cast<std::size_t>(rank);
+        const std::ptrdiff_t off = segment_offset_public(p, r);
+        if (off < 0 || static_cast<std::size_t>(off) >= extent_)
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
+                                "from_global_ptr: the global pointer to rank " + std::to_string(rank) +
+                                    " is not into this nvshmem_heap (another UPC++ device segment, or past the " +
+                                    std::to_string(extent_) + " bytes it covers)");
+        const void *raw = reinterpret_cast<const void *>(rank_bases_[r] + static_cast<std::uintptr_t>(off));
+        void *sym = nullptr;
+        int pe = -1;
+        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_from_global_ptr(rank, raw, &sym, &pe);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
+        return {static_cast<T *>(sym), pe};
+    }
     static std::string describe(const detail::gptr_view &v) {
         char addr[32];
         std::snprintf(addr, sizeof addr, "%p", v.raw);
@@ -376,6 +429,8 @@ private:
                 size = std::max(size, reserved);
             }
             segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), size);
+            rank_bases_.resize(all.size());
+            for (std::size_t r = 0; r < all.size(); r++) rank_bases_[r] = all[r].base;
             bases_.push_back(detail::allgather(segments_.back().base(), what));
             newest_ = bases_.back().data();
             n_ranks_ = bases_.back().size();
@@ -408,6 +463,7 @@ private:
         engine_.reset();
         segments_.clear();
         bases_.clear();
+        rank_bases_.clear();
         newest_ = nullptr;
         n_ranks_ = 0;
         extent_ = 0;
@@ -437,6 +493,7 @@ private:
         active_ = o.active_;
         segments_ = std::move(o.segments_);
         bases_ = std::move(o.bases_);
+        rank_bases_ = std::move(o.rank_bases_);
         newest_ = o.newest_;  // the moved vector keeps its storage
         n_ranks_ = o.n_ranks_;
         engine_ = std::move(o.engine_);
@@ -444,6 +501,7 @@ private:
         o.extent_ = 0;
         o.segments_.clear();
         o.bases_.clear();
+        o.rank_bases_.clear();
         o.newest_ = nullptr;
         o.n_ranks_ = 0;
     }
@@ -455,6 +513,7 @@ private:
     std::vector<std::vector<device_gptr>> bases_;  // [segment][rank]: each segment's base on every rank
     const device_gptr *newest_ = nullptr;          // bases_.back().data(): new global pointers' bases
     std::size_t n_ranks_ = 0;                      // bases_.back().size()
+    std::vector<std::uintptr_t> rank_bases_;       // [rank]: its heap base (a cache of the C table's; public-API mode)
     std::shared_ptr<detail::copy_engine> engine_;
 };
 
