@@ -13,6 +13,8 @@
 #      ../shared/upcxx/setup.sh in $UXN_UPCXX_ROOT: header alone (-Wall -Wextra -Werror), the CPU
 #      failure tests on 1/2/3 ranks, the example and the GPU tests compiled and linked (nvcc from
 #      the nvidia-cuda-nvcc wheel); skipped, visibly, when there is no UPC++
+#      and once more (seq) in the public-API mode (UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1: every
+#      heap.copy through upcxx::copy, no UPC++ internal used)
 #   6b. UPC++'s GPU microbenchmark ported onto the heap (tests/cxx/bench, four variants) and
 #      examples/cufftmp, built against each UPC++ release and started without a GPU (SKIPPED /
 #      a clean failure on every rank)
@@ -306,8 +308,10 @@ if [ "$installed" = 1 ]; then
     cuda="$UPCXX_ROOT/cuda-home"
     [ -d "$cuda" ] || cuda="${CUDA_HOME:-/usr/local/cuda}"
   }
-  cxx_layer() { # release threadmode
-    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cxx-$1-$2" cuda nvcc gpu=()
+  cxx_layer() { # release threadmode [public]
+    local u="$UPCXX_ROOT/upcxx-$1" dir="$WORK/cxx-$1-$2${3:+-$3}" cuda nvcc gpu=() mode=()
+    # public: every test and GPU program in the public-API mode (UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1)
+    [ "${3:-}" = public ] && mode=(-DUXN_UPCXX_PUBLIC_ONLY=ON)
     [ -x "$u/bin/upcxx-meta" ] || { echo "no $u/bin/upcxx-meta"; return 1; }
     gpu_link_tools
     # The GPU programs build against the newest NVSHMEM given (its headers are what users meet:
@@ -318,7 +322,7 @@ if [ "$installed" = 1 ]; then
            -DUXN_CUDA_HOME="$cuda" -DUXN_NVCC="$nvcc")
     fi
     UPCXX_INSTALL="$u" UPCXX_THREADMODE="$2" UPCXX_CODEMODE=O3 UPCXX_NETWORK=smp \
-      cmake -S "$ROOT/tests/cxx" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" "${gpu[@]}" \
+      cmake -S "$ROOT/tests/cxx" -B "$dir" -DCMAKE_PREFIX_PATH="$MOVED" "${gpu[@]}" "${mode[@]}" \
         -DUXN_TEST_LD_LIBRARY_PATH="$UPCXX_ROOT/cuda-home/lib64/stubs" &&
       cmake --build "$dir" -j "$JOBS" &&
       (cd "$dir" && ctest --output-on-failure)
@@ -328,6 +332,8 @@ if [ "$installed" = 1 ]; then
       for tm in seq par; do
         step "C++ layer: UPC++ $rel $tm" cxx_layer "$rel" "$tm" || true
       done
+      step "C++ layer: UPC++ $rel seq, public-API mode (UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1)" \
+        cxx_layer "$rel" seq public || true
     done
   else
     echo
