@@ -46,9 +46,7 @@ struct copy_path {
                          std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
         if constexpr (!backend::fast) {
             check_public(h, src, dst, n);
-            h.engine_->count_fallback();
-            if (after.set) wait_for(h, after.stream);
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n);
+            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n);
         } else {
             return dispatch(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
         }
@@ -59,12 +57,18 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         if constexpr (!internals::cx_known<Cxs>) {  // the public-API mode (or a form not known)
             check_public(h, src, dst, n);
-            h.engine_->count_fallback();
-            if (after.set) wait_for(h, after.stream);
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
         } else {
             return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
         }
+    }
+
+    // upcxx::copy with the caller's arguments, counted, after `after` (the host waits for it).
+    template <class... A>
+    static auto fallback(Heap &h, stream_order after, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
+        h.engine_->count_fallback();
+        if (after.set) wait_for(h, after.stream);
+        return upcxx::copy(std::forward<A>(a)...);
     }
 
     // Fast mode: the path of one copy.
@@ -89,11 +93,8 @@ struct copy_path {
             if (!(heap_s || heap_d) || (cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback())
                 from = to = nullptr;
         }
-        if (n == 0 || !from || !to) {
-            h.engine_->count_fallback();
-            if (after.set) wait_for(h, after.stream);
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
-        }
+        if (n == 0 || !from || !to)
+            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
         // The fast path: issued now, completed at the initiator's progress, notified through
         // upcxx::copy's own completion machinery (its arguments bound here, by value).
         auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, std::forward<Cxs>(cxs));

@@ -185,14 +185,7 @@ public:
     std::string drain() {
         closed_.store(true);
         if (forked()) return std::string();
-        cudaError_t e = cudaSuccess;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (!stream_) return std::string();
-            device_scope on(device_);
-            e = cudaStreamSynchronize(stream_);
-            settle_all(e);
-        }
+        const cudaError_t e = drain_stream();
         if (e == cudaSuccess) return std::string();
         return std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
     }
@@ -398,9 +391,10 @@ private:
         cudaError_t error;
     };
 
-    // The host waits for every copy issued so far (a poll that cannot stay queued).
+    // The host waits for every copy issued so far (drain(), a poll that cannot stay queued).
     cudaError_t drain_stream() {
         std::lock_guard<std::mutex> lock(mu_);
+        if (!stream_) return cudaSuccess;  // nothing was ever issued
         device_scope on(device_);
         const cudaError_t e = cudaStreamSynchronize(stream_);
         settle_all(e);
