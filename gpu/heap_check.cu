@@ -1,4 +1,4 @@
-// GPU suite for upcxx-extra-nvshmem (run by gpu/run-gpu-suite.sh on a machine with >= 2 GPUs).
+// GPU suite for upcxx-extra-nvshmem (built and run by c_tests/ with UXN_GPU_TESTS=ON: gpu/run-gpu-tests.sh).
 //
 // Usage: mpirun -np 2 ./heap_check <mpi|uid> [--expect-validation-failure]
 // Each check prints "CHECK <pe> <name>: PASS|FAIL <detail>"; the exit status is the number of

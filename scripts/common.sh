@@ -113,7 +113,7 @@ uxn_nvshmem_version() {
     awk '{printf "%s.", $2}' | sed 's/\.$//'
 }
 
-# The prologue of the GPU scripts of the UPC++ layer (gpu/run-upcxx-suite.sh, run-init-suite.sh):
+# The prologue of the GPU scripts (gpu/run-gpu-tests.sh, run-microbench.sh):
 # prints the machine, lays out the UPC++ releases of UPCXX_DIR in OUTDIR/upcxx (exports CUDA_HOME
 # as setup.sh found it) and sets `homes` to the NVSHMEM installs to test: the machine's pip wheel,
 # then each UXN_NVSHMEM_TARBALLS (.tar.xz of lib/ + include/) unpacked in OUTDIR.

@@ -19,8 +19,8 @@
 //      there (the declarations are still compared).
 //   4. Fast mode: every completion list of the table is one the fast path can notify
 //      (upcxx_internals.hpp finds upcxx::copy's machinery for it), so none falls back silently.
-// Built as an OBJECT library for every UPC++ release and threadmode scripts/test-all.sh
-// configures (tests/cxx/CMakeLists.txt), and in the debug codemode by test-all's copy-tests step;
+// Built as an OBJECT library for every UPC++ release, threadmode and codemode the test suite
+// configures tests/cxx/CMakeLists.txt with (tests cxx.*);
 // with UXN_UPCXX_PUBLIC_ONLY=ON in the public-API mode, where 1-3 hold as they are.
 #include <cstddef>
 #include <tuple>

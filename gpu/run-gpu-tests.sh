@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU tests on a GPU host: the test suite's label gpu (tests/CMakeLists.txt with UXN_GPU=ON),
+# against the installed library. Finds the tools, then calls CMake and ctest, once per NVSHMEM:
+#   - UPC++: every release of UXN_UPCXX_DIR (a folder with ../shared/upcxx's setup.sh and tarballs),
+#     laid out in OUTDIR/upcxx by setup.sh (which finds the CUDA toolkit: CUDA_HOME);
+#   - NVSHMEM: the machine's pip wheel (python3's nvidia.nvshmem), then each UXN_NVSHMEM_TARBALLS
+#     (.tar.xz of lib/ + include/);
+#   - nvcc on PATH, the GPUs' compute capability (CUDA_ARCH, e.g. 90) and count (nvidia-smi).
+#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir> gpu/run-gpu-tests.sh OUTDIR [ctest args...]
+# ctest arguments narrow the run, e.g. -R 'cxx.2023.9.0' or -LE bench. UXN_BASELINE_PREFIX (another
+# install of this library) adds the BENCH rounds against it (label bench; with UXN_BASELINE_SRC,
+# that build's tests/cxx folder, its own nvshmem_hpp_test against its own headers); UXN_CUFFTMP_HOME and
+# UXN_NVSHMEM_CU13_ROOT (cuFFTMp for CUDA 13 and NVSHMEM >= 3.8.0 cu13) add examples/cufftmp on 1
+# and 2 ranks (label cufftmp); UXN_RELEASES (default
+# "2020.10.0 2023.9.0"); UXN_CTEST_JOBS (default 6: builds side by side; GPU runs one at a time).
+# OUTDIR/<nvshmem>/suite/Testing/Temporary/LastTest.log holds every test's output; OUTDIR/summary.txt
+# ctest's summaries. UXN_PREFIX defaults to the quickstart's ./install.
+set -u
+OUTDIR=${1:?usage: gpu/run-gpu-tests.sh OUTDIR [ctest args...]}
+shift
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+# Paths given relative to the caller's folder, made absolute before the cd to the clone.
+for _v in UXN_PREFIX UXN_UPCXX_DIR UXN_BASELINE_PREFIX UXN_BASELINE_SRC UXN_CUFFTMP_HOME UXN_NVSHMEM_CU13_ROOT; do
+  if [ -n "${!_v:-}" ] && [ -d "${!_v}" ]; then printf -v "$_v" '%s' "$(cd "${!_v}" && pwd)"; fi
+done
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/common.sh
+PREFIX=${UXN_PREFIX:-$UXN_QUICKSTART_PREFIX}
+[ -e "$PREFIX/lib/libupcxx_extra_nvshmem.so" ] || { echo "no upcxx-extra-nvshmem in $PREFIX: run ./scripts/quickstart.sh, or set UXN_PREFIX" >&2; exit 2; }
+UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
+NVCC=$(command -v nvcc) || { echo "no nvcc on PATH" >&2; exit 2; }
+ARCH=${CUDA_ARCH:-$(uxn_gpu_arch)}; ARCH=${ARCH#sm_}
+NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+uxn_gpu_env
+# One GPU: its ranks share it (NVSHMEM maps the peer PE as a P2P peer).
+[ "$NGPU" -ge 2 ] || export UXN_ALLOW_SHARED_GPU=1
+# The sub-projects' ctest prints every test's output (the CHECK, BENCH and RESULT lines).
+export UXN_SUBPROJECT_VERBOSE=1
+uxn_gpu_upcxx_prologue "$OUTDIR" "$UPCXX_DIR"
+echo "CUDA architecture: $ARCH; GPUs: $NGPU; nvcc: $NVCC; library: $PREFIX"
+rc=0
+: > "$OUTDIR/summary.txt"
+for NV in "${homes[@]}"; do
+  nvver=$(uxn_nvshmem_version "$NV")
+  B="$OUTDIR/nvshmem-$nvver"
+  echo; echo "== NVSHMEM $nvver ($NV)"
+  releases="${UXN_RELEASES:-2020.10.0 2023.9.0}"
+  cmake -S tests -B "$B/suite" -DUXN_GPU=ON -DUXN_PREFIX="$PREFIX" -DUXN_UPCXX_ROOT="$OUTDIR/upcxx" \
+    -DUXN_UPCXX_RELEASES="${releases// /;}" -DUXN_NVSHMEM_ROOTS="$NV" -DUXN_CUDA_COMPILER="$NVCC" \
+    -DUXN_CUDA_ARCHITECTURES="$ARCH" -DUXN_GPU_COUNT="$NGPU" -DUXN_JOBS=4 \
+    -DUXN_BASELINE_PREFIX="${UXN_BASELINE_PREFIX:-}" -DUXN_BASELINE_SRC="${UXN_BASELINE_SRC:-}" -DUXN_CUFFTMP_HOME="${UXN_CUFFTMP_HOME:-}" \
+    -DUXN_NVSHMEM_CU13_ROOT="${UXN_NVSHMEM_CU13_ROOT:-}" > "$B.configure.log" 2>&1 ||
+    { cat "$B.configure.log"; echo "the test suite did not configure"; rc=1; continue; }
+  ctest --test-dir "$B/suite" -L gpu -j "${UXN_CTEST_JOBS:-6}" --output-on-failure "$@" 2>&1 | tee "$B.ctest.log"
+  st=${PIPESTATUS[0]}
+  [ "$st" -eq 0 ] || rc=1
+  { echo "== NVSHMEM $nvver: ctest exit $st"; sed -n '/tests passed/,$p' "$B.ctest.log"; } >> "$OUTDIR/summary.txt"
+done
+cat "$OUTDIR/summary.txt"
+exit "$rc"

@@ -1,0 +1,25 @@
+# Every tracked C and C++ source formatted as .clang-format says (the cbindgen header is generated,
+# not formatted).   cmake -DROOT=<repo> -DCLANG_FORMAT=<clang-format> -P clang_format.cmake
+cmake_minimum_required(VERSION 3.20)
+if(NOT EXISTS "${CLANG_FORMAT}")
+  message(FATAL_ERROR "no clang-format at '${CLANG_FORMAT}': run scripts/install-deps.sh")
+endif()
+execute_process(COMMAND git ls-files "*.c" "*.h" "*.cpp" "*.hpp" "*.cu" WORKING_DIRECTORY "${ROOT}"
+                OUTPUT_VARIABLE files OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+string(REPLACE "\n" ";" files "${files}")
+list(REMOVE_ITEM files "include/upcxx_extra_nvshmem.h")
+set(bad)
+foreach(f IN LISTS files)
+  execute_process(COMMAND "${CLANG_FORMAT}" --dry-run -Werror "${f}" WORKING_DIRECTORY "${ROOT}"
+                  RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(SUBSTRING "${err}" 0 600 err)
+    message("${err}")
+    list(APPEND bad "${f}")
+  endif()
+endforeach()
+list(LENGTH files n)
+if(bad)
+  message(FATAL_ERROR "not formatted: ${bad}\nformat with: ${CLANG_FORMAT} -i <file> (.clang-format)")
+endif()
+message(STATUS "${n} files formatted")

@@ -1,0 +1,33 @@
+# A consumer configured with a wrong UPCXX_INSTALL: CMake's fatal reason names UPC++ (and
+# UPCXX_INSTALL) first, before the CUDA headers that a missing UPC++ also loses.
+#   cmake -DPREFIX=<moved prefix> -DBIN=<dir> -DNVSHMEM_HOME=<root> -P wrong_upcxx.cmake
+cmake_minimum_required(VERSION 3.20)
+file(REMOVE_RECURSE "${BIN}")
+file(WRITE "${BIN}/src/CMakeLists.txt" "cmake_minimum_required(VERSION 3.20)
+project(wrong_upcxx LANGUAGES CXX)
+find_package(UpcxxExtraNvshmem 0.1 CONFIG REQUIRED COMPONENTS cxx nvshmem)
+")
+unset(ENV{UPCXX_INSTALL})
+unset(ENV{CUDA_HOME})
+set(bad "${BIN}/no-such-upcxx")
+execute_process(COMMAND "${CMAKE_COMMAND}" -S "${BIN}/src" -B "${BIN}/build" "-DCMAKE_PREFIX_PATH=${PREFIX}"
+                        "-DUPCXX_INSTALL=${bad}" "-DNVSHMEM_HOME=${NVSHMEM_HOME}"
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+message("${out}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "configure succeeded with UPCXX_INSTALL=${bad}")
+endif()
+string(REGEX REPLACE "[ \n]+" " " flat "${out}")
+string(FIND "${flat}" "Reason given by package: component cxx " at)
+set(at2 -1)
+if(at GREATER_EQUAL 0)
+  string(SUBSTRING "${flat}" ${at} -1 reason)
+  string(FIND "${reason}" "UPC++ not found (UPCXX_INSTALL=${bad} is not a UPC++ install" at2)
+endif()
+if(at2 LESS 0)
+  message(FATAL_ERROR "the fatal reason does not begin with 'component cxx ... UPC++ not found (UPCXX_INSTALL=${bad} ...'")
+endif()
+if(out MATCHES "Found UPCXX")
+  message(FATAL_ERROR "a 'Found UPCXX' line")
+endif()
+message(STATUS "the fatal reason names UPC++ and UPCXX_INSTALL first")
