@@ -5,25 +5,26 @@
 //! bases are equal (they differ per PE when NVSHMEM runs without CUDA VMM). Every translation is
 //! bounded by the extent (`set_extent`) when one is set, else by the heap's size.
 //!
-//! Storage is compressed: with uniform bases and PE == rank the table is O(1) bytes; otherwise at
-//! most 16 bytes per PE (8 for the base, 4 for PE -> rank, 4 for rank -> PE), each array present
-//! only when it is not uniform / the identity ([`Peers`] decides, after checking the entries).
+//! Storage is compressed: with uniform bases and PE == rank the table holds no array; otherwise
+//! at most 16 bytes per PE (8 for the base, 4 for PE -> rank, 4 for rank -> PE), each array
+//! present only when it is not uniform / the identity ([`Peers`] decides, after checking the
+//! entries).
 //!
-//! Concurrency (the read path is lock-free, wait-free unless a writer is active): the fields
-//! live in a sequence lock, read in one way only, [`Table::try_read`]. Writers (attach, detach,
-//! discovery, set_peers, set_extent) serialise on a mutex, and each change is one publication
-//! ([`Table::write`]). Arrays are never freed while the process runs: a replaced array goes to a
-//! pool and is reused by a later table (buffers only grow), so a reader that raced with a writer
-//! may read a stale entry, which the sequence check then rejects, but never touches unmapped
-//! memory. The pool holds at most what the largest tables needed (about twice the largest
-//! table, for growing sizes).
+//! Concurrency: readers see one immutable [`Snapshot`] behind an atomic pointer. A read is one
+//! Acquire load of that pointer and the translation from the snapshot it names: no lock, no
+//! retry. Writers (attach, detach, discovery, set_peers, set_extent) serialise on a mutex, and
+//! each change is one publication ([`Table::write`]): a new snapshot, stored with Release. A
+//! replaced snapshot stays allocated as long as the table (a reader may still be translating
+//! from it), so a table keeps one snapshot (one cache line) per publication that changed what
+//! readers see, and each array once per distinct content; the process's table is never dropped.
 //!
 //! Each direction has one translation ([`Snapshot::sym_to_pe`], [`Snapshot::rank_to_sym`]), a pure
-//! function of one read: the hot paths make one attempt with it, the slow paths retry it and,
-//! when it refuses, explain why from the same read.
+//! function of one snapshot: the hot paths make one read with it, the slow paths read again and,
+//! when it refuses, explain why from the same snapshot.
 //!
-//! The protocol is model-checked with loom (`loom/`: readers against publish, replace, pool reuse,
-//! attach and detach); under `--cfg loom` this file takes loom's atomics and mutex.
+//! The protocol is model-checked with loom (`loom/`); under `--cfg loom` this file takes loom's
+//! atomics and mutex, and every read holds a loom cell of its snapshot that freeing the snapshot
+//! writes, so a snapshot freed while a reader may hold it is a reported causality violation.
 
 pub use crate::heap::Heap;
 use crate::heap::Source;
@@ -32,21 +33,14 @@ use crate::status::{Error, Result, Status};
 #[cfg(loom)]
 use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence},
+    atomic::{AtomicPtr, Ordering},
 };
 #[cfg(not(loom))]
 use parking_lot::{Mutex, MutexGuard};
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::ptr::null;
 #[cfg(not(loom))]
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
-
-/// A reader's wait for a writer to finish (under loom: a yield, so the model can schedule it).
-#[inline(always)]
-fn spin() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
-}
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// A translated global pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,98 +51,210 @@ pub struct Global {
     pub raw: usize,
 }
 
-/// A pooled array: never freed, reused by later tables.
-struct Buf<T> {
-    ptr: *mut T,
-    cap: usize,
+/// The table as readers see it, never changed once published. One cache line (`align(64)`,
+/// 64 bytes), shared read-only by every reader.
+#[repr(C, align(64))]
+struct Snapshot {
+    /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
+    n_pes: u32,
+    /// `n_pes` when a peer table is installed, else 0: the hot paths' one bound check of a PE or
+    /// a rank.
+    live_n: u32,
+    my_pe: i32,
+    /// An atomic only so that the compiler loads it unconditionally (a plain load it may move
+    /// into a branch, which [`Snapshot::global`] avoids); never stored after publication.
+    device: std::sync::atomic::AtomicI32,
+    base: usize,
+    /// The bound of every offset: the extent when one is set, else the heap's size; 0 when no
+    /// heap is known (so a bare offset check refuses everything then).
+    limit: usize,
+    /// The heap's own size (for messages).
+    heap_size: usize,
+    /// `live_n` entries each, or null: uniform bases, PE == rank.
+    bases: *const usize,
+    rank_of_pe: *const u32,
+    pe_of_rank: *const u32,
+    /// Held by every read, written by the free (the loom model's view of the snapshot's life).
+    #[cfg(loom)]
+    held: loom::cell::UnsafeCell<()>,
 }
-// SAFETY: the buffers hold atomics and are only handed out under the writers' mutex.
+
+// SAFETY: a snapshot is immutable once published, and the arrays it points to are immutable and
+// outlive it (both belong to the table's `Master`).
 #[allow(unsafe_code)]
-unsafe impl<T> Send for Buf<T> {}
+unsafe impl Sync for Snapshot {}
+#[allow(unsafe_code)]
+unsafe impl Send for Snapshot {}
 
-impl<T: Default> Buf<T> {
-    fn alloc(n: usize) -> Buf<T> {
-        let b: Box<[T]> = (0..n).map(|_| T::default()).collect();
-        let cap = b.len();
-        Buf { ptr: Box::into_raw(b) as *mut T, cap }
+/// The snapshot of a table without a heap: what [`TABLE`] starts with.
+#[cfg(not(loom))]
+static EMPTY: Snapshot = Snapshot {
+    n_pes: 0,
+    live_n: 0,
+    my_pe: 0,
+    device: std::sync::atomic::AtomicI32::new(-1),
+    base: 0,
+    limit: 0,
+    heap_size: 0,
+    bases: null(),
+    rank_of_pe: null(),
+    pe_of_rank: null(),
+};
+
+/// Arrays kept for the life of a table, each content once: an array never changes once made, so
+/// a peer table installed again shares the arrays of its first installation.
+struct Kept<T> {
+    /// (hash of the content, the array as leaked by `Box::into_raw`).
+    arrays: Vec<(u64, *mut [T])>,
+}
+
+impl<T: Copy + Eq + Hash> Kept<T> {
+    const fn new() -> Self {
+        Kept { arrays: Vec::new() }
     }
+
+    /// The kept array holding `values`, made now if none does.
     #[allow(unsafe_code)]
-    fn slice(&self) -> &[T] {
-        // SAFETY: ptr/cap come from a leaked Box<[T]> that is never freed.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.cap) }
+    fn get(&mut self, values: &[T]) -> *const T {
+        let mut h = DefaultHasher::new();
+        values.hash(&mut h);
+        let hash = h.finish();
+        // SAFETY: every kept pointer is a live boxed slice (freed only by `drop`).
+        if let Some(&(_, p)) = self.arrays.iter().find(|&&(k, p)| k == hash && unsafe { &*p } == values) {
+            return p.cast();
+        }
+        let p = Box::into_raw(values.to_vec().into_boxed_slice());
+        self.arrays.push((hash, p));
+        p.cast()
+    }
+
+    #[cfg(all(test, not(loom)))]
+    fn len(&self) -> usize {
+        self.arrays.len()
     }
 }
 
-/// The arrays of one peer table (None: uniform bases / the identity).
-#[derive(Default)]
-struct Arrays {
-    bases: Option<Buf<AtomicUsize>>,
-    rank_of_pe: Option<Buf<AtomicU32>>,
-    pe_of_rank: Option<Buf<AtomicU32>>,
+impl<T> Drop for Kept<T> {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        for &(_, p) in &self.arrays {
+            // SAFETY: from Box::into_raw, freed once; the table is being dropped, so no reader is left.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
 }
 
-/// The writers' side: the heap, the extent, which arrays are in use and the pools.
+/// The writers' side: the heap, the extent, the installed arrays, and everything the table has
+/// published (freed with it).
 struct Master {
     heap: Option<Heap>,
-    /// Whether a peer table is installed (its arrays may all be None).
+    /// Whether a peer table is installed (its arrays may all be null).
     peers: bool,
     /// The bytes of each PE's heap made addressable (`set_extent`); 0: the whole heap.
     extent: usize,
-    arrays: Arrays,
-    pool_usize: Vec<Buf<AtomicUsize>>,
-    pool_u32: Vec<Buf<AtomicU32>>,
+    bases: *const usize,
+    rank_of_pe: *const u32,
+    pe_of_rank: *const u32,
+    /// Every snapshot this table published, the current one among them.
+    published: Vec<*mut Snapshot>,
+    /// Under loom: the snapshots freed (in the model) before the table, kept allocated until it
+    /// goes so that the model's own execution stays defined.
+    #[cfg(loom)]
+    freed: Vec<*mut Snapshot>,
+    usize_arrays: Kept<usize>,
+    u32_arrays: Kept<u32>,
 }
+
+// SAFETY: the pointers are to memory the master owns (snapshots, kept arrays), immutable once
+// made; the master is only reached under the writers' mutex.
+#[allow(unsafe_code)]
+unsafe impl Send for Master {}
 
 impl Master {
-    /// Drops the peer table and the extent; the arrays are the caller's to retire.
-    fn forget_peers(&mut self) -> Arrays {
-        self.peers = false;
-        self.extent = 0;
-        std::mem::take(&mut self.arrays)
+    const fn new() -> Master {
+        Master {
+            heap: None,
+            peers: false,
+            extent: 0,
+            bases: null(),
+            rank_of_pe: null(),
+            pe_of_rank: null(),
+            published: Vec::new(),
+            #[cfg(loom)]
+            freed: Vec::new(),
+            usize_arrays: Kept::new(),
+            u32_arrays: Kept::new(),
+        }
     }
 
-    /// Returns unpublished arrays to the pool.
-    fn pool(&mut self, old: Arrays) {
-        self.pool_usize.extend(old.bases);
-        self.pool_u32.extend(old.rank_of_pe);
-        self.pool_u32.extend(old.pe_of_rank);
+    /// Drops the peer table and the extent.
+    fn forget_peers(&mut self) {
+        self.peers = false;
+        self.extent = 0;
+        (self.bases, self.rank_of_pe, self.pe_of_rank) = (null(), null(), null());
+    }
+
+    /// What readers must see now.
+    fn snapshot(&self) -> Snapshot {
+        let h = self.heap;
+        let n = h.map_or(0, |h| h.n_pes as u32);
+        Snapshot {
+            n_pes: n,
+            live_n: if self.peers && h.is_some() { n } else { 0 },
+            my_pe: h.map_or(0, |h| h.my_pe),
+            device: std::sync::atomic::AtomicI32::new(h.map_or(-1, |h| h.device)),
+            base: h.map_or(0, |h| h.base),
+            limit: h.map_or(0, |h| if self.extent != 0 { self.extent } else { h.size }),
+            heap_size: h.map_or(0, |h| h.size),
+            bases: self.bases,
+            rank_of_pe: self.rank_of_pe,
+            pe_of_rank: self.pe_of_rank,
+            #[cfg(loom)]
+            held: loom::cell::UnsafeCell::new(()),
+        }
+    }
+
+    /// Frees snapshot `p`, which no reader may hold any more. Under loom the free is a write to
+    /// the cell every read holds, so the model reports a reader that may still hold it.
+    #[allow(unsafe_code)]
+    fn free(&mut self, p: *mut Snapshot) {
+        #[cfg(loom)]
+        {
+            // SAFETY: p is a snapshot this table published and has not freed.
+            unsafe { (*p).held.with_mut(|_| ()) };
+            self.freed.push(p);
+        }
+        // SAFETY: p came from Box::into_raw and is freed once.
+        #[cfg(not(loom))]
+        drop(unsafe { Box::from_raw(p) });
     }
 }
 
-fn take<T: Default>(pool: &mut Vec<Buf<T>>, n: usize) -> Buf<T> {
-    match pool.iter().enumerate().filter(|(_, b)| b.cap >= n).min_by_key(|(_, b)| b.cap).map(|(i, _)| i) {
-        Some(i) => pool.swap_remove(i),
-        None => Buf::alloc(n),
+impl Drop for Master {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // The table is being dropped: no reader is left.
+        for p in std::mem::take(&mut self.published) {
+            self.free(p);
+        }
+        #[cfg(loom)]
+        for p in std::mem::take(&mut self.freed) {
+            // SAFETY: from Box::into_raw, deallocated once.
+            drop(unsafe { Box::from_raw(p) });
+        }
     }
 }
 
 /// A translation table (the process has one, [`TABLE`]; tests make their own).
-///
-/// `repr(C)` and 128-byte alignment keep the fields the readers load (64 bytes: the sequence
-/// number to `pe_of_rank`) alone in one cache line; `heap_size`, which only error messages read,
-/// and the writers' mutex and pools are on the next, so a writer taking its lock never
-/// invalidates the readers' line.
-#[repr(C, align(128))]
 pub struct Table {
-    seq: AtomicU64,
-    /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
-    n_pes: AtomicU32,
-    /// `n_pes` when a peer table is installed, else 0: the hot paths' one bound check of a PE or
-    /// a rank.
-    live_n: AtomicU32,
-    my_pe: AtomicI32,
-    device: AtomicI32,
-    base: AtomicUsize,
-    /// The bound of every offset: the extent when one is set, else the heap's size; 0 when no
-    /// heap is known (so a bare offset check refuses everything then).
-    limit: AtomicUsize,
-    bases: AtomicPtr<AtomicUsize>,
-    rank_of_pe: AtomicPtr<AtomicU32>,
-    pe_of_rank: AtomicPtr<AtomicU32>,
-    /// The heap's own size (for messages).
-    heap_size: AtomicUsize,
+    current: Published,
     master: Mutex<Master>,
 }
+
+/// The pointer readers load, alone on its cache lines: a writer taking its lock never
+/// invalidates the readers' line.
+#[repr(align(128))]
+struct Published(AtomicPtr<Snapshot>);
 
 /// The process's table.
 #[cfg(not(loom))]
@@ -160,70 +266,6 @@ impl Default for Table {
     }
 }
 
-macro_rules! new_table {
-    () => {
-        Table {
-            seq: AtomicU64::new(0),
-            n_pes: AtomicU32::new(0),
-            live_n: AtomicU32::new(0),
-            my_pe: AtomicI32::new(0),
-            device: AtomicI32::new(-1),
-            base: AtomicUsize::new(0),
-            limit: AtomicUsize::new(0),
-            bases: AtomicPtr::new(std::ptr::null_mut()),
-            rank_of_pe: AtomicPtr::new(std::ptr::null_mut()),
-            pe_of_rank: AtomicPtr::new(std::ptr::null_mut()),
-            heap_size: AtomicUsize::new(0),
-            master: Mutex::new(Master {
-                heap: None,
-                peers: false,
-                extent: 0,
-                arrays: Arrays { bases: None, rank_of_pe: None, pe_of_rank: None },
-                pool_usize: Vec::new(),
-                pool_u32: Vec::new(),
-            }),
-        }
-    };
-}
-
-/// Which rank map a read follows. A read loads only the pointers it uses (every load is an
-/// instruction of the hot paths, and an atomic load is never optimised away).
-#[derive(Clone, Copy)]
-enum Map {
-    /// `to_global`, `to_offset`.
-    RankOfPe,
-    /// `from_global`, `local_ptr`.
-    PeOfRank,
-    /// Reads that index no array.
-    None,
-}
-
-/// The table as one read sees it, inside [`Table::try_read`]'s closure only. The bound
-/// (`live_n`) and the array pointers were checked to come from one table, so every index below
-/// the bound is inside the arrays; the other fields are loaded on use, and the read's closing
-/// check covers everything loaded.
-struct Snapshot<'t> {
-    t: &'t Table,
-    live_n: u32,
-    bases: *const AtomicUsize,
-    /// `rank_of_pe` or `pe_of_rank`, as the read's [`Map`] chose.
-    map: *const AtomicU32,
-}
-
-/// Every scalar of the table as one read saw it: what an explanation names.
-#[derive(Clone, Copy, Debug)]
-struct View {
-    /// The heap's PE count; 0: no heap.
-    n: u32,
-    /// `n` when a peer table is installed; 0: no table.
-    live_n: u32,
-    my_pe: i32,
-    base: usize,
-    /// The extent, or the heap's size.
-    limit: usize,
-    heap_size: usize,
-}
-
 /// A refusal of [`Snapshot::rank_to_sym`]: the rank's PE and that PE's base (0, 0 when the rank is
 /// not in the table), for the explanation.
 #[derive(Clone, Copy, Debug)]
@@ -232,52 +274,32 @@ struct Refused {
     base: usize,
 }
 
-impl Snapshot<'_> {
-    #[inline(always)]
-    fn base(&self) -> usize {
-        self.t.base.load(Ordering::Relaxed)
-    }
-
-    #[inline(always)]
-    fn limit(&self) -> usize {
-        self.t.limit.load(Ordering::Relaxed)
-    }
-
-    #[inline(always)]
-    fn my_pe(&self) -> i32 {
-        self.t.my_pe.load(Ordering::Relaxed)
-    }
-
-    /// Every scalar, for an explanation.
-    fn view(&self) -> View {
-        let t = self.t;
-        View {
-            n: t.n_pes.load(Ordering::Relaxed),
-            live_n: self.live_n,
-            my_pe: self.my_pe(),
-            base: self.base(),
-            limit: self.limit(),
-            heap_size: t.heap_size.load(Ordering::Relaxed),
-        }
+impl Snapshot {
+    /// Whether readers would see the same table in both.
+    fn same(&self, o: &Snapshot) -> bool {
+        (self.n_pes, self.live_n, self.my_pe, self.base, self.limit, self.heap_size)
+            == (o.n_pes, o.live_n, o.my_pe, o.base, o.limit, o.heap_size)
+            && self.device.load(Ordering::Relaxed) == o.device.load(Ordering::Relaxed)
+            && (self.bases, self.rank_of_pe, self.pe_of_rank) == (o.bases, o.rank_of_pe, o.pe_of_rank)
     }
 
     /// The offset of `addr` in the local heap, within the bound (no peer table needed).
     #[inline(always)]
     fn offset(&self, addr: usize) -> Option<usize> {
-        let off = addr.wrapping_sub(self.base());
-        (off < self.limit()).then_some(off)
+        let off = addr.wrapping_sub(self.base);
+        (off < self.limit).then_some(off)
     }
 
     /// The translation toward PE `pe` (`to_global`, `to_offset`): `pe` in the table and the `len`
     /// bytes at `sym` (0: the address alone) inside the local heap and the bound; their offset.
-    /// The one bound check of this direction. Read with [`Map::RankOfPe`].
+    /// The one bound check of this direction.
     #[inline(always)]
     fn sym_to_pe(&self, sym: usize, len: usize, pe: i32) -> Option<usize> {
         if (pe as u32) >= self.live_n {
             return None;
         }
-        let off = sym.wrapping_sub(self.base());
-        let limit = self.limit();
+        let off = sym.wrapping_sub(self.base);
+        let limit = self.limit;
         // `len` is 0 for `to_global`: the second test folds away there.
         if off >= limit || len > limit - off {
             return None;
@@ -289,12 +311,12 @@ impl Snapshot<'_> {
     #[inline(always)]
     #[allow(unsafe_code)]
     fn rank_of(&self, pe: i32) -> u32 {
-        if self.map.is_null() {
+        if self.rank_of_pe.is_null() {
             pe as u32
         } else {
             cold_path();
-            // SAFETY: pe < live_n <= the capacity of the array published with it (`try_read`).
-            unsafe { (*self.map.add(pe as usize)).load(Ordering::Relaxed) }
+            // SAFETY: pe < live_n, the length of the array.
+            unsafe { *self.rank_of_pe.add(pe as usize) }
         }
     }
 
@@ -316,27 +338,25 @@ impl Snapshot<'_> {
     fn global(&self, sym: usize, off: usize, pe: i32) -> Global {
         // Uniform bases: the answer is `sym` itself. The per-PE arrays are behind `cold_path`, so
         // the uniform layout (CUDA VMM's default: one base everywhere, PE == rank) runs straight
-        // through and a per-PE array costs a jump out and back (measured on the GPU host: this
-        // layout beat a neutral one and a cmov-chosen pointer: the layout A/B in
-        // docs/bench-history.md, in git history before c796a2d).
+        // through and a per-PE array costs a jump out and back.
         let raw = if self.bases.is_null() {
             sym
         } else {
             cold_path();
-            // SAFETY: pe < live_n <= the capacity of the arrays published with it (`try_read`).
-            unsafe { (*self.bases.add(pe as usize)).load(Ordering::Relaxed) }.wrapping_add(off)
+            // SAFETY: pe < live_n, the length of the array.
+            unsafe { *self.bases.add(pe as usize) }.wrapping_add(off)
         };
         let rank = self.rank_of(pe);
-        // Both loaded unconditionally, so the choice is a cmov: a branch on `pe == my_pe` would be
-        // mispredicted about once in n_pes calls for random PEs (every other call at 2 PEs).
-        let (my_pe, device) = (self.my_pe(), self.t.device.load(Ordering::Relaxed));
-        let device = if pe == my_pe { device } else { -1 };
+        // A cmov, not a branch: one on `pe == my_pe` would be mispredicted about once in n_pes
+        // calls for random PEs (`device` is read unconditionally: see its field).
+        let device = self.device.load(Ordering::Relaxed);
+        let device = if pe == self.my_pe { device } else { -1 };
         Global { rank: rank as i32, pe, device, raw }
     }
 
     /// The translation from rank `rank` (`from_global`, `local_ptr`): the `len` bytes at `raw` on
     /// that rank (0: the address alone) inside its PE's heap and the bound, as (symmetric
-    /// address, PE). The one bound check of this direction. Read with [`Map::PeOfRank`].
+    /// address, PE). The one bound check of this direction.
     #[inline(always)]
     #[allow(unsafe_code)]
     fn rank_to_sym(&self, rank: i32, raw: usize, len: usize) -> std::result::Result<(usize, i32), Refused> {
@@ -344,110 +364,86 @@ impl Snapshot<'_> {
         if (rank as u32) >= n {
             return Err(Refused { pe: 0, base: 0 });
         }
-        // SAFETY: rank < n; a PE read from pe_of_rank is clamped to < n (a racing writer may be
-        // refilling a retired buffer; the closing sequence check then rejects the answer).
-        let pe = if self.map.is_null() {
+        // SAFETY: rank < n, the length of the array, whose entries are a permutation of 0..n
+        // (`Peers::new` checked it).
+        let pe = if self.pe_of_rank.is_null() {
             rank as u32
         } else {
             cold_path();
-            unsafe { (*self.map.add(rank as usize)).load(Ordering::Relaxed) }.min(n - 1)
+            unsafe { *self.pe_of_rank.add(rank as usize) }
         };
         // The base through a pointer chosen by a cmov and valid in both layouts (without a bases
-        // array, `base` itself), so uniform and per-PE bases both run straight through (measured
-        // on the GPU host: better here than the layout of `global`; the layout A/B in
-        // docs/bench-history.md, in git history before c796a2d).
-        // SAFETY: pe < n <= the capacity of the arrays published with n (`try_read`).
-        let bp: *const AtomicUsize = if self.bases.is_null() { &self.t.base } else { unsafe { self.bases.add(pe as usize) } };
-        let b = unsafe { (*bp).load(Ordering::Relaxed) };
-        let base = self.base();
+        // array, `base` itself), so uniform and per-PE bases both run straight through.
+        // SAFETY: pe < n, the length of the array.
+        let bp: *const usize = if self.bases.is_null() { &self.base } else { unsafe { self.bases.add(pe as usize) } };
+        let b = unsafe { *bp };
         let off = raw.wrapping_sub(b);
-        let limit = self.limit();
+        let limit = self.limit;
         if off >= limit || len > limit - off {
             return Err(Refused { pe, base: b });
         }
-        Ok((base.wrapping_add(off), pe as i32))
+        Ok((self.base.wrapping_add(off), pe as i32))
     }
 }
 
 impl Table {
     #[cfg(not(loom))]
     pub const fn new() -> Table {
-        new_table!()
+        Table { current: Published(AtomicPtr::new(&raw const EMPTY as *mut Snapshot)), master: Mutex::new(Master::new()) }
     }
+
+    /// Under loom a snapshot holds a loom cell, made inside the model: the empty snapshot is the
+    /// table's own.
     #[cfg(loom)]
     pub fn new() -> Table {
-        new_table!()
+        let mut master = Master::new();
+        let empty = Box::into_raw(Box::new(master.snapshot()));
+        master.published.push(empty);
+        Table { current: Published(AtomicPtr::new(empty)), master: Mutex::new(master) }
     }
 
     // ---- The read side --------------------------------------------------------------------
 
-    /// The one read protocol: loads the sequence number (None while a writer is active), the
-    /// bound and the array pointers `map` names, checks the sequence number again (so that bound
-    /// and pointers come from one table before any entry is read), runs `f` on that
-    /// [`Snapshot`], and checks the sequence number a last time: `f`'s answer, or None when a
-    /// writer published meanwhile (then nothing `f` saw may be used). When `f` itself answers
-    /// None (a hot path's refusal, which the slow path explains), nothing is left to check.
+    /// The one read: one Acquire load of the published snapshot, then `f` on it.
     #[inline(always)]
-    fn try_read<R>(&self, map: Map, f: impl FnOnce(&Snapshot) -> Option<R>) -> Option<R> {
-        let s1 = self.seq.load(Ordering::Acquire);
-        if s1 & 1 != 0 {
-            return None;
-        }
-        let live_n = self.live_n.load(Ordering::Relaxed);
-        let bases = self.bases.load(Ordering::Relaxed);
-        let map = match map {
-            Map::RankOfPe => self.rank_of_pe.load(Ordering::Relaxed),
-            Map::PeOfRank => self.pe_of_rank.load(Ordering::Relaxed),
-            Map::None => std::ptr::null_mut(),
-        };
-        fence(Ordering::Acquire);
-        if self.seq.load(Ordering::Relaxed) != s1 {
-            return None;
-        }
-        let r = f(&Snapshot { t: self, live_n, bases, map })?;
-        fence(Ordering::Acquire);
-        (self.seq.load(Ordering::Relaxed) == s1).then_some(r)
+    #[allow(unsafe_code)]
+    fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        // SAFETY: the pointer is EMPTY or a snapshot this table published; both live as long as
+        // the table, and the Acquire load makes the snapshot's contents visible.
+        let s = unsafe { &*self.current.0.load(Ordering::Acquire) };
+        #[cfg(loom)]
+        return s.held.with(|_| f(s));
+        #[cfg(not(loom))]
+        f(s)
     }
 
-    /// [`Table::try_read`] until no writer interferes.
-    #[inline(always)]
-    fn read<R>(&self, map: Map, f: impl Fn(&Snapshot) -> R) -> R {
-        loop {
-            if let Some(r) = self.try_read(map, |s| Some(f(s))) {
-                return r;
-            }
-            spin();
-        }
-    }
-
-    /// The hot path of `to_global`: one attempt, None on any refusal *or* a race with a writer
-    /// (then [`Table::to_global`] retries and says why).
+    /// The hot path of `to_global`: None on any refusal (then [`Table::to_global`] says why).
     #[inline(always)]
     pub fn try_to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        self.try_read(Map::RankOfPe, |s| s.to_global(sym, pe))
+        self.read(|s| s.to_global(sym, pe))
     }
 
-    /// The hot path of `from_global`: one attempt, None on any refusal or a race with a writer.
+    /// The hot path of `from_global`: None on any refusal.
     #[inline(always)]
     pub fn try_from_global(&self, rank: i32, raw: usize) -> Option<(usize, i32)> {
-        self.try_read(Map::PeOfRank, |s| s.rank_to_sym(rank, raw, 0).ok())
+        self.read(|s| s.rank_to_sym(rank, raw, 0).ok())
     }
 
-    /// The hot path of `to_offset`: one attempt, None on any refusal or a race with a writer.
+    /// The hot path of `to_offset`: None on any refusal.
     #[inline(always)]
     pub fn try_to_offset(&self, sym: usize, len: usize, pe: i32) -> Option<(i32, usize)> {
-        self.try_read(Map::RankOfPe, |s| s.to_offset(sym, len, pe))
+        self.read(|s| s.to_offset(sym, len, pe))
     }
 
-    /// `sym` (an address in my heap) on PE `pe`, or why not (from the same read).
+    /// `sym` (an address in my heap) on PE `pe`, or why not (from the same snapshot).
     pub fn to_global(&self, sym: usize, pe: i32) -> Result<Global> {
-        self.read(Map::RankOfPe, |s| s.to_global(sym, pe).ok_or_else(|| s.view())).map_err(|v| to_error(sym, 0, pe, &v))
+        self.read(|s| s.to_global(sym, pe).ok_or_else(|| to_error(sym, 0, pe, s)))
     }
 
     /// The rank of PE `pe` and the offset of `sym` in the local heap, with the `len` bytes at
     /// `sym` (0: the address alone) inside the heap and the bound; or why not.
     pub fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Result<(i32, usize)> {
-        self.read(Map::RankOfPe, |s| s.to_offset(sym, len, pe).ok_or_else(|| s.view())).map_err(|v| to_error(sym, len, pe, &v))
+        self.read(|s| s.to_offset(sym, len, pe).ok_or_else(|| to_error(sym, len, pe, s)))
     }
 
     /// `raw` (an address on rank `rank`) as `(symmetric address in my heap, PE)`, or why not.
@@ -458,30 +454,28 @@ impl Table {
     /// The `len` bytes at `raw` on rank `rank` (0: the address alone) as `(symmetric address in
     /// my heap, PE, my PE)`, or why not: one read (`local_ptr` compares the PE with mine).
     pub fn from_global_range(&self, rank: i32, raw: usize, len: usize) -> Result<(usize, i32, i32)> {
-        self.read(Map::PeOfRank, |s| match s.rank_to_sym(rank, raw, len) {
-            Ok((sym, pe)) => Ok((sym, pe, s.my_pe())),
-            Err(r) => Err((r, s.view())),
+        self.read(|s| match s.rank_to_sym(rank, raw, len) {
+            Ok((sym, pe)) => Ok((sym, pe, s.my_pe)),
+            Err(r) => Err(from_error(rank, raw, len, r, s)),
         })
-        .map_err(|(r, v)| from_error(rank, raw, len, r, &v))
     }
 
     /// The offset of `addr` in the local heap (within the bound), or why not.
     pub fn offset(&self, addr: usize) -> Result<usize> {
-        self.read(Map::None, |s| s.offset(addr).ok_or_else(|| s.view())).map_err(|v| offset_error(addr, &v))
+        self.read(|s| s.offset(addr).ok_or_else(|| offset_error(addr, s)))
     }
 
     /// Bytes the current peer table holds (None: no table).
     pub fn table_bytes(&self) -> Option<usize> {
         // rank_of_pe and pe_of_rank are installed together, 4 bytes per PE each.
-        let (n, bases, maps) = self.read(Map::RankOfPe, |s| (s.live_n as usize, !s.bases.is_null(), !s.map.is_null()));
+        let (n, bases, maps) = self.read(|s| (s.live_n as usize, !s.bases.is_null(), !s.rank_of_pe.is_null()));
         (n != 0).then(|| usize::from(bases) * n * 8 + usize::from(maps) * n * 8)
     }
 
     /// The local heap's base, the bound (extent or size) and the PE, from one read ((0, 0, 0)
     /// when no heap is known).
     pub fn extent(&self) -> (usize, usize, i32) {
-        let v = self.read(Map::None, |s| s.view());
-        if v.n == 0 { (0, 0, 0) } else { (v.base, v.limit, v.my_pe) }
+        self.read(|s| if s.n_pes == 0 { (0, 0, 0) } else { (s.base, s.limit, s.my_pe) })
     }
 
     // ---- The write side -------------------------------------------------------------------
@@ -494,63 +488,41 @@ impl Table {
         return self.master.lock();
     }
 
-    /// The one way to change the table: `change` edits the master under the writers' lock and
-    /// returns the arrays it took out of use; then the readers' fields are published under one
-    /// sequence bump ([`Table::store`]); only then do the retired arrays go to the pool, so no
-    /// buffer is rewritten while readers may still read it. A change that fails publishes
-    /// nothing.
-    fn write<R>(&self, change: impl FnOnce(&mut Master) -> Result<(R, Arrays)>) -> Result<R> {
+    /// The one way to change the table: `change` edits the master under the writers' lock, then
+    /// what readers must see is published as one new snapshot (none when it is the current one).
+    /// A change that fails publishes nothing.
+    #[allow(unsafe_code)]
+    fn write<R>(&self, change: impl FnOnce(&mut Master) -> Result<R>) -> Result<R> {
         let mut m = self.lock();
-        let (r, retired) = change(&mut m)?;
-        self.store(&m);
-        m.pool(retired);
+        let r = change(&mut m)?;
+        let next = m.snapshot();
+        let old = self.current.0.load(Ordering::Relaxed);
+        // SAFETY: as in `read` (only writers store the pointer, under the lock held here).
+        if unsafe { &*old }.same(&next) {
+            return Ok(r);
+        }
+        let new = Box::into_raw(Box::new(next));
+        m.published.push(new);
+        self.current.0.store(new, Ordering::Release);
+        // The bug the loom model must catch (loom/, `--cfg uxn_loom_bug`): freeing the snapshot
+        // just replaced, which a reader may still be translating from.
+        #[cfg(uxn_loom_bug)]
+        if let Some(i) = m.published.iter().position(|&p| p == old) {
+            m.published.swap_remove(i);
+            m.free(old);
+        }
         Ok(r)
-    }
-
-    /// Publishes the master's state into the sequence lock (caller holds the master lock).
-    /// Only the fields that change are stored: every store to the readers' cache line takes it
-    /// away from all of them, so a table swap that changes three pointers costs the readers
-    /// five stores (with the two sequence bumps), not thirteen.
-    fn store(&self, m: &Master) {
-        let a = &m.arrays;
-        debug_assert_eq!(a.rank_of_pe.is_some(), a.pe_of_rank.is_some(), "the rank maps are installed together");
-        macro_rules! put {
-            ($field:expr, $value:expr) => {{
-                let v = $value;
-                if $field.load(Ordering::Relaxed) != v {
-                    $field.store(v, Ordering::Relaxed);
-                }
-            }};
-        }
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        let h = m.heap;
-        let n = h.map_or(0, |h| h.n_pes as u32);
-        put!(self.n_pes, n);
-        put!(self.live_n, if m.peers && h.is_some() { n } else { 0 });
-        put!(self.limit, h.map_or(0, |h| if m.extent != 0 { m.extent } else { h.size }));
-        if let Some(h) = h {
-            put!(self.my_pe, h.my_pe);
-            put!(self.device, h.device);
-            put!(self.base, h.base);
-            put!(self.heap_size, h.size);
-        }
-        let p = |b: &Option<Buf<AtomicUsize>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
-        let q = |b: &Option<Buf<AtomicU32>>| b.as_ref().map_or(std::ptr::null_mut(), |b| b.ptr);
-        put!(self.bases, p(&a.bases));
-        put!(self.rank_of_pe, q(&a.rank_of_pe));
-        put!(self.pe_of_rank, q(&a.pe_of_rank));
-        self.seq.store(s + 2, Ordering::Release);
     }
 
     /// Publishes a heap that discovery found: the peer table and the extent stay when it is the
     /// same heap (only its mapped extent changed), and go otherwise.
     pub fn discovered(&self, heap: Heap) {
         let _ = self.write(|m| {
-            let same = m.heap.is_some_and(|h| h.same_heap(&heap));
+            if !m.heap.is_some_and(|h| h.same_heap(&heap)) {
+                m.forget_peers();
+            }
             m.heap = Some(heap);
-            Ok(((), if same { Arrays::default() } else { m.forget_peers() }))
+            Ok(())
         });
     }
 
@@ -559,7 +531,8 @@ impl Table {
     pub fn attach(&self, heap: Heap) {
         let _ = self.write(|m| {
             m.heap = Some(heap);
-            Ok(((), m.forget_peers()))
+            m.forget_peers();
+            Ok(())
         });
     }
 
@@ -567,7 +540,8 @@ impl Table {
     pub fn detach(&self) {
         let _ = self.write(|m| {
             m.heap = None;
-            Ok(((), m.forget_peers()))
+            m.forget_peers();
+            Ok(())
         });
     }
 
@@ -576,9 +550,9 @@ impl Table {
         let _ = self.write(|m| {
             if m.heap.is_some_and(|h| h.source != Source::Manual) {
                 m.heap = None;
-                return Ok(((), m.forget_peers()));
+                m.forget_peers();
             }
-            Ok(((), Arrays::default()))
+            Ok(())
         });
     }
 
@@ -595,7 +569,7 @@ impl Table {
                 crate::fail!(InvalidArgument, "extent {bytes} exceeds the heap size {} of PE {}", h.size, h.my_pe);
             }
             m.extent = bytes;
-            Ok(((), Arrays::default()))
+            Ok(())
         })
     }
 
@@ -606,31 +580,13 @@ impl Table {
             if !m.heap.is_some_and(|h| h.same_heap(&peers.heap)) {
                 crate::fail!(InvalidArgument, "the heap changed while the table was being built");
             }
-            let n = peers.heap.n_pes as usize;
-            // The bug the loom model must catch (loom/, `--cfg uxn_loom_bug`): retiring the
-            // published arrays to the pool first lets `take` hand one back, rewritten while
-            // readers read it.
-            #[cfg(uxn_loom_bug)]
-            {
-                let old = std::mem::take(&mut m.arrays);
-                m.pool(old);
-            }
-            // New arrays come from the pool *before* the published ones are retired: a buffer that
-            // readers may still be reading is never rewritten until a sequence bump has retired it.
-            fn fill<T: Default, V: Copy>(pool: &mut Vec<Buf<T>>, n: usize, values: &[V], put: impl Fn(&T, V)) -> Buf<T> {
-                let b = take(pool, n);
-                for (slot, v) in b.slice().iter().zip(values) {
-                    put(slot, *v);
-                }
-                b
-            }
-            let fresh = Arrays {
-                bases: peers.bases.as_ref().map(|v| fill(&mut m.pool_usize, n, v, |s, b| s.store(b, Ordering::Relaxed))),
-                rank_of_pe: peers.ranks.as_ref().map(|(r, _)| fill(&mut m.pool_u32, n, r, |s, x| s.store(x, Ordering::Relaxed))),
-                pe_of_rank: peers.ranks.as_ref().map(|(_, p)| fill(&mut m.pool_u32, n, p, |s, x| s.store(x, Ordering::Relaxed))),
+            m.bases = peers.bases.as_ref().map_or(null(), |b| m.usize_arrays.get(b));
+            (m.rank_of_pe, m.pe_of_rank) = match &peers.ranks {
+                Some((r, p)) => (m.u32_arrays.get(r), m.u32_arrays.get(p)),
+                None => (null(), null()),
             };
             m.peers = true;
-            Ok(((), std::mem::replace(&mut m.arrays, fresh)))
+            Ok(())
         })
     }
 }
@@ -648,14 +604,14 @@ fn no_heap() -> Error {
     Error::new(Status::TableNotSet, "no heap is known: call upcxx_extra_nvshmem_heap_query or upcxx_extra_nvshmem_attach first")
 }
 
-fn no_peers(v: &View) -> Error {
+fn no_peers(s: &Snapshot) -> Error {
     Error::new(
         Status::TableNotSet,
         format!(
             "the peer table is not set for heap [0x{:x}, 0x{:x}) of PE {}: call upcxx_extra_nvshmem_set_peers first",
-            v.base,
-            v.base + v.heap_size,
-            v.my_pe
+            s.base,
+            s.base + s.heap_size,
+            s.my_pe
         ),
     )
 }
@@ -663,62 +619,62 @@ fn no_peers(v: &View) -> Error {
 /// The `len` bytes (0: the address alone) at `at` ("0x10", "0x10 on rank 1"), at offset `off` in
 /// the heap `[pe_base, pe_base + heap_size)` of `who` ("PE 1"), are refused by the bound: outside
 /// the heap, past its end, or past the extent (`set_extent`).
-fn beyond(at: &str, len: usize, off: usize, pe_base: usize, who: &str, v: &View) -> Error {
-    let range = format!("[0x{pe_base:x}, 0x{:x})", pe_base.wrapping_add(v.heap_size));
+fn beyond(at: &str, len: usize, off: usize, pe_base: usize, who: &str, s: &Snapshot) -> Error {
+    let range = format!("[0x{pe_base:x}, 0x{:x})", pe_base.wrapping_add(s.heap_size));
     let (what, verb) = if len == 0 { (format!("address {at}"), "runs") } else { (format!("the {len} bytes at {at}"), "run") };
-    let message = if off >= v.heap_size {
+    let message = if off >= s.heap_size {
         format!("address {at} is outside the symmetric heap {range} of {who}")
-    } else if v.limit < v.heap_size && len <= v.heap_size - off {
-        format!("{what} {verb} past the {} bytes made addressable (set_extent) of {who}'s heap {range}", v.limit)
+    } else if s.limit < s.heap_size && len <= s.heap_size - off {
+        format!("{what} {verb} past the {} bytes made addressable (set_extent) of {who}'s heap {range}", s.limit)
     } else {
-        format!("{what} {verb} past the end of the symmetric heap {range} of {who} (offset {off} of {} bytes)", v.heap_size)
+        format!("{what} {verb} past the end of the symmetric heap {range} of {who} (offset {off} of {} bytes)", s.heap_size)
     };
     Error::new(Status::OutOfHeap, message)
 }
 
 /// Why [`Snapshot::sym_to_pe`] refused.
 #[cold]
-fn to_error(sym: usize, len: usize, pe: i32, v: &View) -> Error {
-    if v.n == 0 {
+fn to_error(sym: usize, len: usize, pe: i32, s: &Snapshot) -> Error {
+    if s.n_pes == 0 {
         return no_heap();
     }
-    if v.live_n == 0 {
-        return no_peers(v);
+    if s.live_n == 0 {
+        return no_peers(s);
     }
-    let off = sym.wrapping_sub(v.base);
-    if off >= v.limit || len > v.limit - off {
-        return beyond(&format!("0x{sym:x}"), len, off, v.base, &format!("PE {}", v.my_pe), v);
+    let off = sym.wrapping_sub(s.base);
+    if off >= s.limit || len > s.limit - off {
+        return beyond(&format!("0x{sym:x}"), len, off, s.base, &format!("PE {}", s.my_pe), s);
     }
-    Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", v.n))
+    Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", s.n_pes))
 }
 
 /// Why [`Snapshot::rank_to_sym`] refused.
 #[cold]
-fn from_error(rank: i32, raw: usize, len: usize, r: Refused, v: &View) -> Error {
-    if v.n == 0 {
+fn from_error(rank: i32, raw: usize, len: usize, r: Refused, s: &Snapshot) -> Error {
+    if s.n_pes == 0 {
         return no_heap();
     }
-    if v.live_n == 0 {
-        return no_peers(v);
+    if s.live_n == 0 {
+        return no_peers(s);
     }
-    if (rank as u32) >= v.n {
-        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (address 0x{raw:x})", v.n));
+    if (rank as u32) >= s.n_pes {
+        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (address 0x{raw:x})", s.n_pes));
     }
     let off = raw.wrapping_sub(r.base);
-    if off >= v.heap_size {
-        let range = format!("[0x{:x}, 0x{:x})", r.base, r.base.wrapping_add(v.heap_size));
+    if off >= s.heap_size {
+        let range = format!("[0x{:x}, 0x{:x})", r.base, r.base.wrapping_add(s.heap_size));
         return Error::new(Status::OutOfHeap, format!("address 0x{raw:x} on rank {rank} (PE {}) is outside that PE's heap {range}", r.pe));
     }
-    beyond(&format!("0x{raw:x} on rank {rank}"), len, off, r.base, &format!("PE {}", r.pe), v)
+    beyond(&format!("0x{raw:x} on rank {rank}"), len, off, r.base, &format!("PE {}", r.pe), s)
 }
 
 /// Why [`Snapshot::offset`] refused.
 #[cold]
-fn offset_error(addr: usize, v: &View) -> Error {
-    if v.n == 0 {
+fn offset_error(addr: usize, s: &Snapshot) -> Error {
+    if s.n_pes == 0 {
         return no_heap();
     }
-    beyond(&format!("0x{addr:x}"), 0, addr.wrapping_sub(v.base), v.base, &format!("PE {}", v.my_pe), v)
+    beyond(&format!("0x{addr:x}"), 0, addr.wrapping_sub(s.base), s.base, &format!("PE {}", s.my_pe), s)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -772,7 +728,7 @@ mod tests {
         assert_eq!(t.table_bytes(), Some(4 * 8));
         t.set_extent(0x100).unwrap();
         assert_eq!(t.extent(), (0x10000, 0x100, 0));
-        // A forgotten heap has no extent, though its other fields stay published.
+        // A forgotten heap has no extent.
         t.detach();
         assert_eq!((t.table_bytes(), t.extent()), (None, (0, 0, 0)));
         assert_eq!(t.offset(0x10000).unwrap_err().status, Status::TableNotSet);
@@ -859,15 +815,21 @@ mod tests {
     }
 
     #[test]
-    fn pool_reuses_buffers_and_detach_forgets() {
+    fn a_table_installed_again_shares_its_arrays_and_detach_forgets() {
         let h = heap(4, 0);
         let t = table_with(h);
         let shuffled: Vec<_> = (0..4).map(|p| PeerSpec { rank: (p + 1) % 4, base: 0x10000 + (p as usize) * 0x100000 }).collect();
+        let spread: Vec<_> = (0..4).map(|p| PeerSpec { rank: p, base: 0x10000 + (p as usize) * 0x200000 }).collect();
         for _ in 0..10 {
             set(&t, &h, &shuffled);
+            set(&t, &h, &spread);
         }
-        let m = t.master.lock();
-        assert!(m.pool_usize.len() <= 2 && m.pool_u32.len() <= 4, "buffers are recycled, not accumulated");
+        let published = t.lock().published.len();
+        set(&t, &h, &spread);
+        let m = t.lock();
+        assert_eq!(published, 21, "one snapshot for the attach, one per change of table");
+        assert_eq!(m.published.len(), published, "installing the current table again publishes nothing");
+        assert_eq!((m.usize_arrays.len(), m.u32_arrays.len()), (2, 2), "each array is kept once per content");
         drop(m);
         t.detach();
         assert_eq!(t.to_global(0x10000, 0).unwrap_err().status, Status::TableNotSet);

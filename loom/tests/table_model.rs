@@ -1,17 +1,17 @@
 //! The translation table's protocol under loom: every interleaving (up to the preemption bound)
 //! of a reader translating while a writer publishes, replaces (arrays growing from uniform, and
-//! shrinking back, buffers reused from the pool), attaches another heap or detaches. A reader's
-//! answer must be the answer of one table that was published while it read, or the status of
-//! "no table": never a mix of two tables, never a read of a freed buffer. A reader racing
-//! `attach` sees the old heap or the new one, never none (two publications, a detach and then
-//! the attach, are caught). `local_ptr`'s one read (translation, range and PE together) comes
-//! from one table, which two separate reads do not.
+//! shrinking back; a table installed again, sharing its arrays), attaches another heap or
+//! detaches. A reader's answer must be the answer of one table that was published while it
+//! read, or the status of "no table": never a mix of two tables, never a read of a freed
+//! snapshot (loom reports one as a causality violation). A reader racing `attach` sees the old
+//! heap or the new one, never none (two publications, a detach and then the attach, are
+//! caught). `local_ptr`'s one read (translation, range and PE together) comes from one table,
+//! which two separate reads do not.
 //!
 //!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path loom/Cargo.toml
 //!
-//! With `--cfg uxn_loom_bug` src/table.rs retires the published arrays to the pool before taking
-//! the new ones (the bug a stress test once found by luck): `replace_reusing_the_pool` must then
-//! fail, and does.
+//! With `--cfg uxn_loom_bug` src/table.rs frees each snapshot as soon as it is replaced, while a
+//! reader may still be translating from it: `replace_reusing_the_pool` must then fail, and does.
 #![cfg(loom)]
 
 use loom::sync::Arc;
@@ -143,10 +143,11 @@ fn reader_against_replace_growing_and_shrinking() {
     );
 }
 
-/// The published table's arrays must not be reused while published: table 1 is published with
-/// the pool empty, so the new table needs fresh arrays (or, with the bug, gets table 1's own).
+/// A replaced snapshot must outlive every reader that may hold it; with the bug it is freed (its
+/// memory back in the allocator's pool, to be reused) while the reader translates from it. The
+/// name is the one the scripts run under `--cfg uxn_loom_bug`.
 #[test]
-#[cfg_attr(uxn_loom_bug, should_panic(expected = "from no published table"))]
+#[cfg_attr(uxn_loom_bug, should_panic(expected = "Concurrent read and write accesses"))]
 fn replace_reusing_the_pool() {
     race(
         |t| {
@@ -158,17 +159,18 @@ fn replace_reusing_the_pool() {
     );
 }
 
-/// Pooled buffers are reused for a third table while the second is published and read.
+/// A table installed again shares the arrays of its first installation, while the table it
+/// replaces is read.
 #[test]
-fn reader_against_replace_from_the_pool() {
+fn reader_against_a_table_installed_again() {
     race(
         |t| {
             with_heap(t);
             set(t, heap(2), &specs(2, 0));
-            set(t, heap(2), &specs(2, 1)); // table 0's arrays go to the pool
+            set(t, heap(2), &specs(2, 1));
         },
-        || vec![Some(specs(2, 1)), Some(specs(2, 2))],
-        |t| set(t, heap(2), &specs(2, 2)), // takes them back, rewrites them
+        || vec![Some(specs(2, 1)), Some(specs(2, 0))],
+        |t| set(t, heap(2), &specs(2, 0)),
     );
 }
 
