@@ -9,8 +9,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::ffi::CString;
 use std::hint::black_box;
 use std::path::PathBuf;
-use upcxx_extra_nvshmem::discovery;
-use upcxx_extra_nvshmem::elf;
+use upcxx_extra_nvshmem::internals::discovery;
+use upcxx_extra_nvshmem::internals::elf;
 
 fn roots() -> Vec<PathBuf> {
     if let Ok(s) = std::env::var("UXN_NVSHMEM_ROOTS") {

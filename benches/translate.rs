@@ -8,8 +8,8 @@
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use std::ffi::c_void;
 use std::hint::black_box;
-use upcxx_extra_nvshmem::discovery::Source;
-use upcxx_extra_nvshmem::ffi::*;
+use upcxx_extra_nvshmem::abi::Source;
+use upcxx_extra_nvshmem::abi::*;
 
 const HEAP: usize = 1 << 30;
 const LANES: usize = 4096;

@@ -1,33 +1,36 @@
 //! upcxx-extra-nvshmem: one piece of GPU memory addressed from both NVSHMEM and UPC++.
 //!
-//! The library finds NVSHMEM's symmetric heap in the running process ([`discovery`]),
-//! translates addresses between NVSHMEM (symmetric address, PE) and UPC++ (rank, raw address)
-//! by offset ([`table`]; [`publish`] puts what discovery finds there), and exposes both through a C ABI ([`ffi`], header
-//! `include/upcxx_extra_nvshmem.h`). [`report`] is the doctor's engine.
+//! The library finds NVSHMEM's symmetric heap in the running process ([`nvshmem`]: its host
+//! library, its state, the heap that state describes), translates addresses between NVSHMEM
+//! (symmetric address, PE) and UPC++ (rank, raw address) by offset ([`table`]: the heap, its peer
+//! table and the policy of what is published there), and exposes both through the C ABI
+//! ([`abi`], header `include/upcxx_extra_nvshmem.h`). [`doctor`] is the doctor's engine.
+//!
+//! The Rust API of the rlib is [`abi`], the header's functions and types. [`internals`] is for
+//! this package's own tests, benches, fuzzer and doctor binary.
 
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
-pub mod cuda;
-pub mod discovery;
-pub mod elf;
-pub mod ffi;
-pub mod heap;
-pub mod layout;
-pub mod logger;
-pub mod mapping;
-pub mod nvshmem_host;
-pub mod nvshmem_lib;
-pub mod peers;
-pub mod publish;
-pub mod report;
-pub mod status;
-pub mod table;
+pub mod abi;
+mod doctor;
+mod logger;
+mod nvshmem;
+mod table;
+
+/// The modules this package's tests, benches, fuzzer and doctor binary reach into. Not an API:
+/// nothing here is kept stable.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::doctor::report;
+    pub use crate::nvshmem::{discovery, elf, host_library, state_layout};
+    pub use crate::table::{heap, local_mapping, peers, translation};
+}
 
 /// Runs when the library is loaded: logging, and where NVSHMEM's state is if NVSHMEM is loaded.
 extern "C" fn on_load() {
     let _ = std::panic::catch_unwind(|| {
         logger::init();
-        discovery::resolve_at_load();
+        nvshmem::discovery::resolve_at_load();
     });
 }
 

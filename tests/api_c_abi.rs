@@ -2,9 +2,9 @@
 
 mod common;
 use std::ffi::{CStr, c_void};
-use upcxx_extra_nvshmem::discovery::Source;
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::Source;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
 
 fn last() -> String {
     unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned()

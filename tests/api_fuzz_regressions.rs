@@ -9,8 +9,8 @@ mod common;
 use std::ffi::{CStr, c_int, c_void};
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard};
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 

@@ -3,8 +3,8 @@
 
 mod common;
 use std::ffi::{CStr, c_void};
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
 
 fn last() -> String {
     unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned()
@@ -35,14 +35,14 @@ fn local_ptr_says_where_a_global_address_is_mapped() {
     assert_eq!((local, pe), (std::ptr::null_mut(), 0));
     // Translation stays lock-free: the loaded objects (the loader's lock) are searched for
     // NVSHMEM at most once per attached heap, not on every call for another PE.
-    let searches = upcxx_extra_nvshmem::mapping::nvshmem_searches();
+    let searches = upcxx_extra_nvshmem::internals::local_mapping::nvshmem_searches();
     for _ in 0..100 {
         assert_eq!(unsafe { upcxx_extra_nvshmem_local_ptr(1, at(other, 100), 16, &mut local, std::ptr::null_mut(), &mut pe) }, Status::Ok);
     }
     assert!(
-        upcxx_extra_nvshmem::mapping::nvshmem_searches() == searches,
+        upcxx_extra_nvshmem::internals::local_mapping::nvshmem_searches() == searches,
         "searched {} times",
-        upcxx_extra_nvshmem::mapping::nvshmem_searches() - searches
+        upcxx_extra_nvshmem::internals::local_mapping::nvshmem_searches() - searches
     );
     // len 0 checks the address alone; the last byte of the heap is fine, one more is not.
     assert_eq!(

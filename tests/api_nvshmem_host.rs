@@ -9,8 +9,8 @@ mod common;
 
 use std::ffi::{CStr, CString, c_int};
 use std::process::Command;
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
 
 const CHILD_LIB: &str = "UXN_TEST_HOST_CHILD_LIB";
 const CHILD_HOW: &str = "UXN_TEST_HOST_CHILD_HOW";
@@ -72,7 +72,7 @@ fn the_pe_map_check() {
 /// agreement refuses, at the same index.
 #[test]
 fn one_permutation_check() {
-    use upcxx_extra_nvshmem::peers::{NotPermutation, Permutation};
+    use upcxx_extra_nvshmem::internals::peers::{NotPermutation, Permutation};
     let first_bad = |map: &[i32]| {
         let mut p = Permutation::new(map.len());
         map.iter().enumerate().find_map(|(i, &v)| p.add(i, v).err())

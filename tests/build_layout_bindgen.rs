@@ -4,7 +4,7 @@
 
 mod common;
 
-use upcxx_extra_nvshmem::layout;
+use upcxx_extra_nvshmem::internals::state_layout;
 
 /// Parses bindgen's layout assertions: `["Offset of field: T::f"][offset_of!(T, f) - 40usize]`.
 fn offset_in(generated: &str, ty: &str, field: &str) -> Option<usize> {
@@ -50,13 +50,13 @@ fn offsets_match_every_release_header() {
             .trim()
             .to_string();
         let expect = [
-            ("version", layout::OFF_VERSION),
-            ("mype", layout::OFF_MYPE),
-            ("npes", layout::OFF_NPES),
-            ("heap_base", layout::OFF_HEAP_BASE),
-            ("heap_size", layout::OFF_HEAP_SIZE),
-            ("peer_heap_base_p2p", layout::OFF_PEER_HEAP_BASE_P2P),
-            ("peer_heap_base_remote", layout::OFF_PEER_HEAP_BASE_REMOTE),
+            ("version", state_layout::OFF_VERSION),
+            ("mype", state_layout::OFF_MYPE),
+            ("npes", state_layout::OFF_NPES),
+            ("heap_base", state_layout::OFF_HEAP_BASE),
+            ("heap_size", state_layout::OFF_HEAP_SIZE),
+            ("peer_heap_base_p2p", state_layout::OFF_PEER_HEAP_BASE_P2P),
+            ("peer_heap_base_remote", state_layout::OFF_PEER_HEAP_BASE_REMOTE),
         ];
         let release = common::release_of(root);
         for (field, off) in expect {
@@ -65,9 +65,9 @@ fn offsets_match_every_release_header() {
         }
         let size = size_in(&generated, &ty).unwrap_or_else(|| panic!("{release}: no size for {ty}"));
         let lib = root.join("lib/libnvshmem_host.so.3");
-        let sym = upcxx_extra_nvshmem::elf::lookup(&lib, &["nvshmemi_device_state"]).unwrap().symbols[0].unwrap();
+        let sym = upcxx_extra_nvshmem::internals::elf::lookup(&lib, &["nvshmemi_device_state"]).unwrap().symbols[0].unwrap();
         assert_eq!(size as u64, sym.size, "{release}: sizeof({ty}) from the header vs st_size of nvshmemi_device_state");
-        assert!(size >= layout::PREFIX_LEN);
+        assert!(size >= state_layout::PREFIX_LEN);
         println!("{release}: {ty} is {size} bytes (= st_size); version field will be 0x{:x}; offsets {expect:?} match", 0x10000 + size);
     }
 }

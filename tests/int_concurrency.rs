@@ -14,10 +14,12 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use upcxx_extra_nvshmem::discovery::Source;
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
-use upcxx_extra_nvshmem::table::{Heap, PeerSpec, Peers, Table};
+use upcxx_extra_nvshmem::abi::Source;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
+use upcxx_extra_nvshmem::internals::heap::Heap;
+use upcxx_extra_nvshmem::internals::peers::{PeerSpec, Peers};
+use upcxx_extra_nvshmem::internals::translation::Table;
 
 const N: usize = 64;
 const ME: usize = 5;

@@ -322,10 +322,10 @@ fn search_finds_the_install_cache_last() {
 #[test]
 fn in_job_report_after_attach_reports_the_manual_heap() {
     use std::ffi::{CStr, c_void};
-    use upcxx_extra_nvshmem::ffi::*;
-    use upcxx_extra_nvshmem::status::Status;
+    use upcxx_extra_nvshmem::abi::Status;
+    use upcxx_extra_nvshmem::abi::*;
 
-    assert!(upcxx_extra_nvshmem::nvshmem_lib::find_loaded().is_none(), "this test needs a process without NVSHMEM");
+    assert!(upcxx_extra_nvshmem::internals::host_library::find_loaded().is_none(), "this test needs a process without NVSHMEM");
     let text = || {
         let mut need = 0usize;
         assert_eq!(unsafe { upcxx_extra_nvshmem_report_buffer(std::ptr::null_mut(), 0, &mut need) }, Status::BufferTooSmall);
@@ -359,7 +359,7 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
         "{after}"
     );
     assert!(!after.contains("unsupported"), "{after}");
-    let r = upcxx_extra_nvshmem::report::in_process();
+    let r = upcxx_extra_nvshmem::internals::report::in_process();
     assert_eq!(r.json["verdict"], "supported");
     assert_eq!(r.json["runtime"]["source"], "MANUAL");
     assert_eq!(r.json["runtime"]["base"], b.as_str());

@@ -6,8 +6,8 @@ mod common;
 
 use std::ffi::{CStr, CString, c_void};
 use std::process::Command;
-use upcxx_extra_nvshmem::ffi::*;
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::Status;
+use upcxx_extra_nvshmem::abi::*;
 
 const CHILD_ENV: &str = "UXN_TEST_CHILD_NVSHMEM_LIB";
 
@@ -47,19 +47,19 @@ fn child_process_checks() {
     let s = unsafe { upcxx_extra_nvshmem_locate(2, &mut loc) };
     let err = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned();
     assert_eq!(s, Status::Ok, "{err}");
-    let elf = upcxx_extra_nvshmem::elf::lookup(std::path::Path::new(&path), &["nvshmemi_device_state"]).unwrap();
+    let elf = upcxx_extra_nvshmem::internals::elf::lookup(std::path::Path::new(&path), &["nvshmemi_device_state"]).unwrap();
     let sym = elf.symbols[0].expect("nvshmemi_device_state in .symtab");
     assert!(sym.local, "nvshmemi_device_state is a LOCAL symbol");
     assert_eq!(loc.symbol_size as u64, sym.size);
-    assert!(loc.symbol_size >= upcxx_extra_nvshmem::layout::PREFIX_LEN);
+    assert!(loc.symbol_size >= upcxx_extra_nvshmem::internals::state_layout::PREFIX_LEN);
     assert_eq!(loc.version_field, 0, "the state is zero before nvshmem_init");
     assert!(!loc.is_device_address);
     let library = unsafe { CStr::from_ptr(loc.library) }.to_string_lossy().into_owned();
     assert_eq!(std::fs::canonicalize(&library).unwrap(), std::fs::canonicalize(&path).unwrap());
     // The version check that query time applies, on this release's own symbol size.
     let expected = 0x10000 + loc.symbol_size as u32;
-    assert_eq!(upcxx_extra_nvshmem::layout::check_version(expected, Some(loc.symbol_size)), Ok(loc.symbol_size));
-    assert!(upcxx_extra_nvshmem::layout::check_version(expected + 8, Some(loc.symbol_size)).is_err());
+    assert_eq!(upcxx_extra_nvshmem::internals::state_layout::check_version(expected, Some(loc.symbol_size)), Ok(loc.symbol_size));
+    assert!(upcxx_extra_nvshmem::internals::state_layout::check_version(expected + 8, Some(loc.symbol_size)).is_err());
     println!(
         "symtab: address {:p} st_size {} version field 0x{:x} (expects 0x{expected:x} after init)",
         loc.address, loc.symbol_size, loc.version_field
@@ -83,7 +83,7 @@ fn child_process_checks() {
     assert_eq!(unsafe { upcxx_extra_nvshmem_to_global_ptr(&x as *const u8 as *const c_void, 0, &mut g) }, Status::TableNotSet);
 
     // The in-process report sees the same library and says the layout check passes.
-    let r = upcxx_extra_nvshmem::report::in_process();
+    let r = upcxx_extra_nvshmem::internals::report::in_process();
     assert_eq!(r.json["verdict"], "supported", "{}", r.to_text());
     assert_eq!(r.json["layout"]["check"], "pass");
     assert_eq!(r.json["runtime"]["validation"], "NOT_INITIALIZED");

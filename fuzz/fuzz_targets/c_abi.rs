@@ -32,8 +32,7 @@ use libfuzzer_sys::fuzz_target;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::{offset_of, size_of, transmute};
 use std::ptr::{null, null_mut};
-use upcxx_extra_nvshmem::ffi::{self, GlobalPtr as Gptr, Peer};
-use upcxx_extra_nvshmem::status::Status;
+use upcxx_extra_nvshmem::abi::{self, GlobalPtr as Gptr, Peer, Status};
 
 // ---------------------------------------------------------------------------------------------
 // The C view of the ABI: statuses and enum fields as plain ints.
@@ -80,7 +79,7 @@ struct CLocation {
 }
 
 const _: () = {
-    use ffi::{HeapInfo as H, Location as L};
+    use abi::{HeapInfo as H, Location as L};
     assert!(size_of::<CHeapInfo>() == size_of::<H>());
     assert!(offset_of!(CHeapInfo, size) == offset_of!(H, size));
     assert!(offset_of!(CHeapInfo, mapped_size) == offset_of!(H, mapped_size));
@@ -99,7 +98,7 @@ const _: () = {
 /// The exported functions, typed as a C caller declares them (statuses as `int`).
 mod c {
     use super::*;
-    use ffi::{HeapInfo as H, Location as L};
+    use abi::{HeapInfo as H, Location as L};
     type St = c_int;
 
     macro_rules! c_fn {
@@ -113,23 +112,23 @@ mod c {
             }
         };
     }
-    c_fn!(attach, ffi::upcxx_extra_nvshmem_attach, (*const H) -> (*const CHeapInfo));
-    c_fn!(heap_query, ffi::upcxx_extra_nvshmem_heap_query, (*mut H) -> (*mut CHeapInfo));
-    c_fn!(detach, ffi::upcxx_extra_nvshmem_detach, () -> ());
-    c_fn!(offset, ffi::upcxx_extra_nvshmem_offset, (*const c_void, *mut usize) -> (*const c_void, *mut usize));
-    c_fn!(set_extent, ffi::upcxx_extra_nvshmem_set_extent, (usize) -> (usize));
-    c_fn!(to_offset, ffi::upcxx_extra_nvshmem_to_offset,
+    c_fn!(attach, abi::upcxx_extra_nvshmem_attach, (*const H) -> (*const CHeapInfo));
+    c_fn!(heap_query, abi::upcxx_extra_nvshmem_heap_query, (*mut H) -> (*mut CHeapInfo));
+    c_fn!(detach, abi::upcxx_extra_nvshmem_detach, () -> ());
+    c_fn!(offset, abi::upcxx_extra_nvshmem_offset, (*const c_void, *mut usize) -> (*const c_void, *mut usize));
+    c_fn!(set_extent, abi::upcxx_extra_nvshmem_set_extent, (usize) -> (usize));
+    c_fn!(to_offset, abi::upcxx_extra_nvshmem_to_offset,
           (*const c_void, usize, c_int, *mut c_int, *mut usize) -> (*const c_void, usize, c_int, *mut c_int, *mut usize));
-    c_fn!(set_peers, ffi::upcxx_extra_nvshmem_set_peers, (c_int, *const Peer) -> (c_int, *const Peer));
-    c_fn!(set_peers_from_nvshmem, ffi::upcxx_extra_nvshmem_set_peers_from_nvshmem, (*const c_int) -> (*const c_int));
-    c_fn!(to_global_ptr, ffi::upcxx_extra_nvshmem_to_global_ptr, (*const c_void, c_int, *mut Gptr) -> (*const c_void, c_int, *mut Gptr));
-    c_fn!(from_global_ptr, ffi::upcxx_extra_nvshmem_from_global_ptr,
+    c_fn!(set_peers, abi::upcxx_extra_nvshmem_set_peers, (c_int, *const Peer) -> (c_int, *const Peer));
+    c_fn!(set_peers_from_nvshmem, abi::upcxx_extra_nvshmem_set_peers_from_nvshmem, (*const c_int) -> (*const c_int));
+    c_fn!(to_global_ptr, abi::upcxx_extra_nvshmem_to_global_ptr, (*const c_void, c_int, *mut Gptr) -> (*const c_void, c_int, *mut Gptr));
+    c_fn!(from_global_ptr, abi::upcxx_extra_nvshmem_from_global_ptr,
           (c_int, *const c_void, *mut *mut c_void, *mut c_int) -> (c_int, *const c_void, *mut *mut c_void, *mut c_int));
-    c_fn!(select_source, ffi::upcxx_extra_nvshmem_select_source, (c_int) -> (c_int));
-    c_fn!(locate, ffi::upcxx_extra_nvshmem_locate, (c_int, *mut L) -> (c_int, *mut CLocation));
-    c_fn!(table_bytes, ffi::upcxx_extra_nvshmem_table_bytes, (*mut usize) -> (*mut usize));
-    c_fn!(report, ffi::upcxx_extra_nvshmem_report, (*mut libc::FILE) -> (*mut libc::FILE));
-    c_fn!(report_buffer, ffi::upcxx_extra_nvshmem_report_buffer, (*mut c_char, usize, *mut usize) -> (*mut c_char, usize, *mut usize));
+    c_fn!(select_source, abi::upcxx_extra_nvshmem_select_source, (c_int) -> (c_int));
+    c_fn!(locate, abi::upcxx_extra_nvshmem_locate, (c_int, *mut L) -> (c_int, *mut CLocation));
+    c_fn!(table_bytes, abi::upcxx_extra_nvshmem_table_bytes, (*mut usize) -> (*mut usize));
+    c_fn!(report, abi::upcxx_extra_nvshmem_report, (*mut libc::FILE) -> (*mut libc::FILE));
+    c_fn!(report_buffer, abi::upcxx_extra_nvshmem_report_buffer, (*mut c_char, usize, *mut usize) -> (*mut c_char, usize, *mut usize));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -757,7 +756,7 @@ fn describe(d: &HeapDesc) -> CHeapInfo {
 }
 
 fn last_error_bytes() -> Vec<u8> {
-    let p = ffi::upcxx_extra_nvshmem_last_error();
+    let p = abi::upcxx_extra_nvshmem_last_error();
     assert!(!p.is_null(), "last_error returned NULL");
     // SAFETY: the library returns a NUL-terminated string.
     unsafe { CStr::from_ptr(p) }.to_bytes().to_vec()
@@ -765,7 +764,7 @@ fn last_error_bytes() -> Vec<u8> {
 
 /// Whether the last error reads `want` (no allocation: called after every call).
 fn last_error_is(want: &[u8]) -> bool {
-    let p = ffi::upcxx_extra_nvshmem_last_error();
+    let p = abi::upcxx_extra_nvshmem_last_error();
     assert!(!p.is_null(), "last_error returned NULL");
     // SAFETY: the library returns a NUL-terminated string.
     unsafe { CStr::from_ptr(p) }.to_bytes() == want
@@ -781,7 +780,7 @@ fn last_error_names(addr: usize) -> bool {
         hex[2 + digits - 1 - i] = b"0123456789abcdef"[(addr >> (4 * i)) & 0xf];
     }
     let needle = &hex[..2 + digits];
-    let p = ffi::upcxx_extra_nvshmem_last_error();
+    let p = abi::upcxx_extra_nvshmem_last_error();
     // SAFETY: the library returns a NUL-terminated string.
     let msg = unsafe { CStr::from_ptr(p) }.to_bytes();
     // The address must not run on into more hex digits.
@@ -1176,7 +1175,7 @@ fn step(model: &mut Model, op: Op) {
         }
         Op::Strerror(s) => {
             let s = int_of(s);
-            let p = ffi::upcxx_extra_nvshmem_strerror(s);
+            let p = abi::upcxx_extra_nvshmem_strerror(s);
             assert!(!p.is_null(), "strerror({s}) returned NULL");
             // SAFETY: a static NUL-terminated string.
             let text = unsafe { CStr::from_ptr(p) };
@@ -1239,7 +1238,7 @@ fn step(model: &mut Model, op: Op) {
             assert!(last_error_is(&model.last_error), "last_error: {:?}", last_error_text());
         }
         Op::Version => {
-            let p = ffi::upcxx_extra_nvshmem_version();
+            let p = abi::upcxx_extra_nvshmem_version();
             assert!(!p.is_null());
             // SAFETY: a static NUL-terminated string.
             let v = unsafe { CStr::from_ptr(p) };
@@ -1252,7 +1251,7 @@ fn env_version() -> &'static str {
     // The library's version is the one its Cargo.toml says; the fuzz crate's path dependency.
     static V: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     V.get_or_init(|| {
-        let p = ffi::upcxx_extra_nvshmem_version();
+        let p = abi::upcxx_extra_nvshmem_version();
         // SAFETY: a static NUL-terminated string.
         let s = unsafe { CStr::from_ptr(p) }.to_str().expect("version is UTF-8").to_string();
         assert!(!s.is_empty() && s.split('.').count() == 3 && s.split('.').all(|x| x.parse::<u32>().is_ok()), "version {s:?}");

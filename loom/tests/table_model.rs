@@ -10,15 +10,16 @@
 //!
 //!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path loom/Cargo.toml
 //!
-//! With `--cfg uxn_loom_bug` src/table.rs frees each snapshot as soon as it is replaced, while a
+//! With `--cfg uxn_loom_bug` src/table/translation.rs frees each snapshot as soon as it is replaced, while a
 //! reader may still be translating from it: `replace_reusing_the_pool` must then fail, and does.
 #![cfg(loom)]
 
 use loom::sync::Arc;
 use loom::thread;
-use upcxx_extra_nvshmem_loom::heap::Source;
-use upcxx_extra_nvshmem_loom::status::Status;
-use upcxx_extra_nvshmem_loom::table::{Global, Heap, PeerSpec, Peers, Table};
+use upcxx_extra_nvshmem_loom::abi::status::Status;
+use upcxx_extra_nvshmem_loom::table::heap::{Heap, Source};
+use upcxx_extra_nvshmem_loom::table::peers::{PeerSpec, Peers};
+use upcxx_extra_nvshmem_loom::table::translation::{Global, Table};
 
 const BASE: usize = 0x10_0000;
 const SIZE: usize = 0x1000;
@@ -145,7 +146,7 @@ fn reader_against_replace_growing_and_shrinking() {
 
 /// A replaced snapshot must outlive every reader that may hold it; with the bug it is freed (its
 /// memory back in the allocator's pool, to be reused) while the reader translates from it. The
-/// name is the one the scripts run under `--cfg uxn_loom_bug`.
+/// name is the one the test `model.loom_catches_bug` (tests/CMakeLists.txt) runs.
 #[test]
 #[cfg_attr(uxn_loom_bug, should_panic(expected = "Concurrent read and write accesses"))]
 fn replace_reusing_the_pool() {

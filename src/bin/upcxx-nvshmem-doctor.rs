@@ -28,7 +28,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use upcxx_extra_nvshmem::{elf, report};
+use upcxx_extra_nvshmem::internals::{elf, report};
 
 const USAGE: &str = "usage: upcxx-nvshmem-doctor [--json] [PATH]
 

@@ -3,8 +3,8 @@
 
 use std::ffi::c_void;
 use std::path::PathBuf;
-use upcxx_extra_nvshmem::discovery::Source;
-use upcxx_extra_nvshmem::ffi::HeapInfo;
+use upcxx_extra_nvshmem::abi::HeapInfo;
+use upcxx_extra_nvshmem::abi::Source;
 
 /// A heap description for `upcxx_extra_nvshmem_attach`: `size` bytes at `base`, all mapped,
 /// PE `my_pe` of `n_pes`, device and versions unknown (tests change fields with `..`).

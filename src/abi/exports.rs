@@ -1,8 +1,8 @@
-//! The C ABI: marshalling only (policy lives in [`crate::publish`], [`crate::table`],
-//! [`crate::discovery`]). Every function is written `#[unsafe(no_mangle)] #[export] pub extern "C"
-//! fn upcxx_extra_nvshmem_...`: the `#[export]` macro runs its body inside the panic boundary
-//! ([`crate::status::guarded`]). A body evaluates to the function's return type, or for a status
-//! to a `Result<()>` (`?` works; the error is recorded, named after the function). The crate
+//! The C ABI's functions and types: marshalling only (policy lives in
+//! [`crate::table::process_heap`], [`crate::table`], [`crate::nvshmem`]). Every function is
+//! written `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_...`: the
+//! `#[export]` macro runs its body inside the panic boundary ([`crate::abi::status::guarded`]). A
+//! body evaluates to the function's return type, or for a status to a `Result<()>` (`?` works; the error is recorded, named after the function). The crate
 //! denies `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not
 //! compile; the macro also records each export in the library, which `tests/build_exports.rs`
 //! checks. Never `#[allow(unsafe_code)]` in this file: the macro adds it.
@@ -13,10 +13,12 @@
 //!
 //! The types have Rust names; cbindgen writes their C names (`cbindgen.toml`).
 
-use crate::discovery::{self, Source, StateRef};
-use crate::peers::PeerSpec;
-use crate::publish;
-use crate::status::{Error, Result, Status};
+use crate::abi::status::{Error, Result, Status};
+use crate::nvshmem::discovery::{self, StateRef};
+use crate::table::heap::Source;
+use crate::table::peers::PeerSpec;
+use crate::table::process_heap;
+use crate::table::translation::Global;
 use crate::table::{Heap, TABLE};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::addr_of;
@@ -70,8 +72,8 @@ pub struct GlobalPtr {
     pub pe: c_int,
 }
 
-impl From<crate::table::Global> for GlobalPtr {
-    fn from(g: crate::table::Global) -> Self {
+impl From<Global> for GlobalPtr {
+    fn from(g: Global) -> Self {
         GlobalPtr { rank: g.rank, device: g.device, raw: g.raw as *mut c_void, pe: g.pe }
     }
 }
@@ -142,7 +144,7 @@ fn intern(s: &str) -> *const c_char {
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_query(out: *mut HeapInfo) -> Status {
     nonnull(out, "out")?;
-    let heap = publish::query()?;
+    let heap = process_heap::query()?;
     // SAFETY: out is non-NULL and points to caller storage.
     unsafe { out.write(heap_to_info(&heap)) };
     Ok(())
@@ -186,7 +188,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_attach(info: *const HeapInfo) -> St
             source: Source::Manual,
         }
     };
-    publish::attach(heap)
+    process_heap::attach(heap)
 }
 
 /// Forgets the heap and the peer table (attached or discovered). Twice is harmless.
@@ -296,7 +298,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
     }
     // The entries are read only once n_pes is known to be the heap's (a wrong count must be
     // refused before reading past the caller's array).
-    publish::set_peers(n_pes as usize, |n| {
+    process_heap::set_peers(n_pes as usize, |n| {
         // SAFETY: the caller passes n_pes (== n) entries.
         let given = unsafe { std::slice::from_raw_parts(peers, n) };
         given.iter().map(|p| PeerSpec { rank: p.rank, base: p.base as usize }).collect()
@@ -313,7 +315,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers(n_pes: c_int, peers: *con
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: *const c_int) -> Status {
-    publish::set_peers_from_nvshmem(|n| {
+    process_heap::set_peers_from_nvshmem(|n| {
         if pe_to_rank.is_null() {
             None
         } else {
@@ -376,7 +378,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_local_ptr(
 ) -> Status {
     nonnull(raw, "raw")?;
     nonnull(local, "local")?;
-    let (sym, p, mapped) = crate::mapping::local_ptr(rank, raw as usize, len)?;
+    let (sym, p, mapped) = crate::table::local_mapping::local_ptr(rank, raw as usize, len)?;
     // SAFETY: non-NULL caller storage; the optional outputs are checked.
     unsafe {
         local.write(mapped.unwrap_or(0) as *mut c_void);
@@ -446,7 +448,7 @@ pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
-    crate::status::last_error_ptr()
+    crate::abi::status::last_error_ptr()
 }
 
 /// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all
@@ -515,7 +517,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_table_bytes(out: *mut usize) -> Sta
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> Status {
     nonnull(file, "file")?;
-    let text = CString::new(crate::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
+    let text = CString::new(crate::doctor::report::in_process().to_text().replace('\0', "")).unwrap_or_default();
     // SAFETY: caller's open FILE*.
     if unsafe { libc::fputs(text.as_ptr(), file) } < 0 {
         crate::fail!(InvalidArgument, "writing the report to the FILE* failed");
@@ -531,7 +533,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_report(file: *mut libc::FILE) -> St
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_report_buffer(buf: *mut c_char, len: usize, needed: *mut usize) -> Status {
-    let text = crate::report::in_process().to_text().replace('\0', "");
+    let text = crate::doctor::report::in_process().to_text().replace('\0', "");
     let need = text.len() + 1;
     if !needed.is_null() {
         // SAFETY: non-NULL caller storage.
@@ -592,9 +594,9 @@ pub struct UniqueId {
     pub bytes: [u8; 128],
 }
 
-const _: () = assert!(std::mem::size_of::<UniqueId>() == crate::nvshmem_host::UNIQUEID_BYTES);
+const _: () = assert!(std::mem::size_of::<UniqueId>() == crate::nvshmem::init::UNIQUEID_BYTES);
 
-fn nvshmem_info(host: &crate::nvshmem_host::Host) -> NvshmemInfo {
+fn nvshmem_info(host: &crate::nvshmem::init::Host) -> NvshmemInfo {
     let st = host.state();
     NvshmemInfo {
         library: intern(&host.lib.path.to_string_lossy()),
@@ -620,7 +622,7 @@ fn nvshmem_info(host: &crate::nvshmem_host::Host) -> NvshmemInfo {
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_load(out: *mut NvshmemInfo) -> Status {
-    let host = crate::nvshmem_host::host()?;
+    let host = crate::nvshmem::init::host()?;
     if !out.is_null() {
         // SAFETY: non-NULL caller storage.
         unsafe { out.write(nvshmem_info(&host)) };
@@ -637,7 +639,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_load(out: *mut NvshmemInfo)
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_get_uniqueid(out: *mut UniqueId) -> Status {
     nonnull(out, "out")?;
-    let bytes = crate::nvshmem_host::host()?.get_uniqueid()?;
+    let bytes = crate::nvshmem::init::host()?.get_uniqueid()?;
     // SAFETY: non-NULL caller storage.
     unsafe { out.write(UniqueId { bytes }) };
     Ok(())
@@ -660,7 +662,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_get_uniqueid(out: *mut Uniq
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_init(id: *const UniqueId, rank: c_int, n_ranks: c_int) -> Status {
     nonnull(id, "id")?;
-    let host = crate::nvshmem_host::host()?;
+    let host = crate::nvshmem::init::host()?;
     // SAFETY: non-NULL caller storage of a unique id (read by value: any alignment).
     let id = unsafe { std::ptr::read_unaligned(id) };
     host.init(&id.bytes, rank, n_ranks)
@@ -674,7 +676,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_nvshmem_init(id: *const UniqueId, r
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_nvshmem_check_init(rank: c_int, n_ranks: c_int) -> Status {
-    crate::nvshmem_host::host()?.expect_initialized(rank, n_ranks)
+    crate::nvshmem::init::host()?.expect_initialized(rank, n_ranks)
 }
 
 /// Finalises NVSHMEM's host library (`nvshmemx_hostlib_finalize`) when NVSHMEM is initialised;
@@ -688,7 +690,7 @@ pub extern "C" fn upcxx_extra_nvshmem_nvshmem_check_init(rank: c_int, n_ranks: c
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_nvshmem_finalize() -> Status {
-    crate::nvshmem_host::host()?.finalize();
+    crate::nvshmem::init::host()?.finalize();
     Ok(())
 }
 
@@ -725,7 +727,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_check_pe_map(
     // SAFETY: the caller passes n_ranks entries (each array).
     let pes = unsafe { std::slice::from_raw_parts(pe_of_rank, n) };
     let counts = (!n_pes_of_rank.is_null()).then(|| unsafe { std::slice::from_raw_parts(n_pes_of_rank, n) });
-    crate::peers::check_pe_map(pes, counts).map_err(|(rank, e)| {
+    crate::table::peers::check_pe_map(pes, counts).map_err(|(rank, e)| {
         set_failed(rank as c_int);
         e
     })

@@ -13,18 +13,18 @@
 //! already loaded, otherwise on first use); the *values* are read at every query and validated
 //! against the public `nvshmem_ptr` before use.
 
-use crate::cuda;
-use crate::elf;
-use crate::layout::{self, PREFIX_LEN, StateFields};
-use crate::nvshmem_lib::{self, LoadedLibrary};
-use crate::status::{Error, Result, Status};
+use crate::abi::status::{Error, Result, Status};
+use crate::nvshmem::cuda;
+use crate::nvshmem::elf;
+use crate::nvshmem::host_library::{self, LoadedLibrary};
+use crate::nvshmem::state_layout::{self, PREFIX_LEN, StateFields};
 use parking_lot::Mutex;
 use std::ffi::c_int;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-pub use crate::heap::{Heap, Source};
+use crate::table::heap::{Heap, Source};
 
 /// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,14 +202,14 @@ fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what
     }
     // Aligned, and a size the version field can describe (a hostile file's st_size can be
     // anything, 2^64-1 included).
-    if let Err(m) = layout::check_state_symbol(addr, symbol_size.map(|s| s as u64)) {
+    if let Err(m) = state_layout::check_state_symbol(addr, symbol_size.map(|s| s as u64)) {
         crate::fail!(UnsupportedLayout, "{what} {m}");
     }
     let fields = StateFields::decode(&read_host_prefix(addr));
     // Before nvshmem_init the state is all zeros (it lives in .bss and NVSHMEM fills it at init):
     // the version can only be checked once it is set; `read_fields` checks it at every query.
     if fields.version != 0 {
-        layout::check_version(fields.version, symbol_size)
+        state_layout::check_version(fields.version, symbol_size)
             .map_err(|m| Error::new(Status::UnsupportedLayout, format!("{what} at 0x{addr:x}: {m}")))?;
     }
     Ok((StateRef::Host { addr, symbol_size }, fields.version))
@@ -314,7 +314,7 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
     };
     drop(cached);
     let fields = StateFields::decode(&read_device_prefix(state.address())?);
-    let claimed = layout::check_version(fields.version, None)
+    let claimed = state_layout::check_version(fields.version, None)
         .map_err(|m| Error::new(Status::UnsupportedLayout, format!("nvshmemi_device_state_d: {m}")))?;
     if claimed > CUMODULE_STATE_BYTES {
         crate::fail!(UnsupportedLayout, "the state claims {claimed} bytes, more than the module's {CUMODULE_STATE_BYTES}");
@@ -353,7 +353,7 @@ pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Resul
 
 /// The loaded NVSHMEM library, or `NotLoaded`.
 pub fn loaded_library() -> Result<LoadedLibrary> {
-    nvshmem_lib::find_loaded().ok_or_else(|| {
+    host_library::find_loaded().ok_or_else(|| {
         Error::new(Status::NotLoaded, "no libnvshmem_host.so is loaded in this process (and no object exports nvshmemx_init_status)")
     })
 }
@@ -392,13 +392,13 @@ pub fn read_fields(r: &Resolution) -> Result<StateFields> {
         StateRef::Host { addr, symbol_size } => {
             let f = StateFields::decode(&read_host_prefix(addr));
             // Called after the init check, so a zero version here is a layout problem too.
-            layout::check_version(f.version, symbol_size)
+            state_layout::check_version(f.version, symbol_size)
                 .map_err(|m| Error::new(Status::UnsupportedLayout, format!("state at 0x{addr:x} changed: {m}")))?;
             f
         }
         StateRef::Device { addr, .. } => {
             let f = StateFields::decode(&read_device_prefix(addr)?);
-            layout::check_version(f.version, None).map_err(|m| Error::new(Status::UnsupportedLayout, m))?;
+            state_layout::check_version(f.version, None).map_err(|m| Error::new(Status::UnsupportedLayout, m))?;
             f
         }
     };
@@ -489,7 +489,7 @@ pub fn query_live() -> Result<(Heap, StateFields)> {
 
 /// Resolves where the state is, at load time, when NVSHMEM is already in the process.
 pub fn resolve_at_load() {
-    if let Some(lib) = nvshmem_lib::find_loaded() {
+    if let Some(lib) = host_library::find_loaded() {
         if let Err(e) = resolve_loaded(lib) {
             log::debug!("load-time resolution: {}", e.message);
         }

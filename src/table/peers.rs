@@ -1,9 +1,9 @@
 //! A peer table as a caller (or NVSHMEM) gives it, checked against its heap before the table
-//! ([`crate::table`]) installs it: every PE's UPC++ rank and heap base. A leaf module (heap and
-//! statuses only), so the loom model compiles it as it is.
+//! ([`super::translation`]) installs it: every PE's UPC++ rank and heap base. Needs only the heap
+//! and the statuses, so the loom model compiles it as it is.
 
-use crate::heap::Heap;
-use crate::status::{Error, Result, Status, pes};
+use super::heap::Heap;
+use crate::abi::status::{Error, Result, Status, pes};
 
 /// Why a map of `0..n` into `0..n` is not a permutation: its first index that breaks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,9 +136,9 @@ impl Peers {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::super::heap::Source;
     use super::*;
-    use crate::heap::Source;
-    use crate::status::Status;
+    use crate::abi::status::Status;
 
     fn heap(n: i32) -> Heap {
         Heap { base: 0x10000, size: 0x1000, mapped_size: 0x800, my_pe: 0, n_pes: n, device: 3, version: (3, 4, 5), source: Source::Manual }

@@ -143,7 +143,7 @@ mod table_tests {
         assert_eq!(Status::NullArgument.name(), "NULL_ARGUMENT");
         assert_eq!(Status::from_u32(14), Some(Status::Panic));
         assert_eq!(Status::from_u32(15), None);
-        let header = include_str!("../include/upcxx_extra_nvshmem.h");
+        let header = include_str!("../../include/upcxx_extra_nvshmem.h");
         for s in Status::ALL {
             let line = format!("UPCXX_EXTRA_NVSHMEM_STATUS_{} = {},", s.name(), s as u32);
             assert!(header.contains(&line), "the header lacks {line}");
@@ -184,7 +184,7 @@ pub fn pes(n: impl Into<i64>) -> String {
 #[macro_export]
 macro_rules! fail {
     ($status:ident, $($arg:tt)*) => {
-        return Err($crate::status::Error::new($crate::status::Status::$status, format!($($arg)*)))
+        return Err($crate::abi::status::Error::new($crate::abi::status::Status::$status, format!($($arg)*)))
     };
 }
 
@@ -200,6 +200,7 @@ pub fn set_last_error(message: &str) {
 }
 
 /// This thread's last error message (a copy).
+#[cfg(test)]
 pub fn last_error() -> String {
     LAST_ERROR.try_with(|slot| slot.borrow().to_string_lossy().into_owned()).unwrap_or_default()
 }

@@ -9,9 +9,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::nvshmem_lib;
-use crate::status::Result;
-use crate::table::TABLE;
+use super::TABLE;
+use crate::abi::status::Result;
+use crate::nvshmem::host_library;
 
 type PtrFn = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;
 type StatusFn = unsafe extern "C" fn() -> c_int;
@@ -46,7 +46,7 @@ fn public_api() -> Option<(StatusFn, PtrFn)> {
         return None;
     }
     SEARCHES.fetch_add(1, Ordering::Relaxed);
-    let Some(lib) = nvshmem_lib::find_loaded() else {
+    let Some(lib) = host_library::find_loaded() else {
         ABSENT.store(true, Ordering::Release);
         return None;
     };

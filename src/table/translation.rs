@@ -26,10 +26,9 @@
 //! atomics and mutex, and every read holds a loom cell of its snapshot that freeing the snapshot
 //! writes, so a snapshot freed while a reader may hold it is a reported causality violation.
 
-pub use crate::heap::Heap;
-use crate::heap::Source;
-pub use crate::peers::{PeerSpec, Peers};
-use crate::status::{Error, Result, Status};
+use super::heap::{Heap, Source};
+use super::peers::Peers;
+use crate::abi::status::{Error, Result, Status};
 #[cfg(loom)]
 use loom::sync::{
     Mutex, MutexGuard,
@@ -679,6 +678,7 @@ fn offset_error(addr: usize, s: &Snapshot) -> Error {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::super::peers::PeerSpec;
     use super::*;
 
     fn heap(n: i32, me: i32) -> Heap {
@@ -697,8 +697,8 @@ mod tests {
 
     #[test]
     fn counts_of_pes_read_as_english() {
-        assert_eq!(crate::status::pes(1), "1 PE");
-        assert_eq!(crate::status::pes(4), "4 PEs");
+        assert_eq!(crate::abi::status::pes(1), "1 PE");
+        assert_eq!(crate::abi::status::pes(4), "4 PEs");
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! The process's heap, between discovery and the table: what discovery finds is published for
 //! translation; a heap attached by hand is kept as it is; when NVSHMEM is gone, a discovered heap
-//! and its table are dropped. The C ABI (`ffi`) only marshals around these.
+//! and its table are dropped. The C ABI (`abi`) only marshals around these.
 
-use crate::discovery;
-use crate::discovery::Source;
-use crate::layout::StateFields;
-use crate::peers::{PeerSpec, Peers};
-use crate::status::{Result, Status};
-use crate::table::{Heap, TABLE};
+use super::heap::Source;
+use super::peers::{PeerSpec, Peers};
+use super::{Heap, TABLE};
+use crate::abi::status::{Result, Status};
+use crate::nvshmem::discovery;
+use crate::nvshmem::state_layout::StateFields;
 
 /// Discovers the heap now and publishes it (keeping the peer table when the heap is unchanged,
 /// dropping heap and table when NVSHMEM is gone), with the validated state it read (for
@@ -15,7 +15,7 @@ use crate::table::{Heap, TABLE};
 pub fn discover_live() -> Result<(Heap, StateFields)> {
     match discovery::query_live() {
         Ok((heap, fields)) => {
-            crate::mapping::forget_absence();
+            super::local_mapping::forget_absence();
             TABLE.discovered(heap);
             Ok((heap, fields))
         }
@@ -56,7 +56,7 @@ pub fn query() -> Result<Heap> {
 /// bases match, and a reader meanwhile sees the old heap or the new one, never none.
 pub fn attach(heap: Heap) -> Result<()> {
     heap.check()?;
-    crate::mapping::forget_absence();
+    super::local_mapping::forget_absence();
     TABLE.attach(heap);
     Ok(())
 }
@@ -66,7 +66,7 @@ pub fn attach(heap: Heap) -> Result<()> {
 pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Result<()> {
     let heap = current()?;
     if n_pes != heap.n_pes as usize {
-        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::status::pes(heap.n_pes));
+        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::abi::status::pes(heap.n_pes));
     }
     TABLE.set_peers(&Peers::new(&heap, &read(n_pes))?)
 }
@@ -81,7 +81,8 @@ pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>
         crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
     }
     let mut bytes = vec![0u8; n * 8];
-    crate::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| crate::status::Error::new(Status::CudaError, m))?;
+    crate::nvshmem::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote)
+        .map_err(|m| crate::abi::status::Error::new(Status::CudaError, m))?;
     let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
     let specs: Vec<PeerSpec> =
         bytes.chunks_exact(8).zip(ranks).map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) }).collect();

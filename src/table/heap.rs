@@ -1,9 +1,9 @@
 //! The heap record: where a heap came from ([`Source`], the C ABI's
 //! `upcxx_extra_nvshmem_source_t`) and what it is ([`Heap`]: base, sizes, PE, device). Discovery
-//! produces it, `attach` takes it from a caller, the table publishes it. A leaf module (it needs
-//! only the statuses), so the loom model compiles it as it is.
+//! produces it, `attach` takes it from a caller, the table publishes it. Needs only the
+//! statuses, so the loom model compiles it as it is.
 
-use crate::status::Result;
+use crate::abi::status::Result;
 
 /// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
 /// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn sources_are_the_headers_in_numeric_order() {
-        let header = include_str!("../include/upcxx_extra_nvshmem.h");
+        let header = include_str!("../../include/upcxx_extra_nvshmem.h");
         for (i, s) in Source::ALL.iter().enumerate() {
             assert_eq!((*s as usize, Source::from_u32(i as u32)), (i, Some(*s)));
             let line = format!("UPCXX_EXTRA_NVSHMEM_SOURCE_{} = {i},", s.name().to_uppercase());

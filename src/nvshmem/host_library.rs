@@ -266,12 +266,12 @@ pub const NOT_LOADED: &str = "not loaded: ";
 
 /// Opens a library file for inspection (the doctor): `dlopen(RTLD_NOW | RTLD_LOCAL)`, without
 /// initialising NVSHMEM. The file is first opened as a regular file only and its ELF headers are
-/// checked against it ([`crate::elf::check_image`]); a file refused there is never given to
+/// checked against it ([`crate::nvshmem::elf::check_image`]); a file refused there is never given to
 /// `dlopen` (Err starts with [`NOT_LOADED`]). Else Err carries `dlerror()`.
 #[allow(unsafe_code)]
 pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let checked = crate::elf::open_regular(&canonical).and_then(|f| crate::elf::check_file(&f));
+    let checked = crate::nvshmem::elf::open_regular(&canonical).and_then(|f| crate::nvshmem::elf::check_file(&f));
     if let Err(p) = checked {
         return Err(format!("{NOT_LOADED}{}", p.describe(path)));
     }

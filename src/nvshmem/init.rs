@@ -1,15 +1,15 @@
 //! NVSHMEM's host library as the C++ layer's `nvshmem_init()` needs it: found (or loaded), its
-//! release checked, a unique id made, NVSHMEM initialised with it and finalised. The one binding
-//! of these NVSHMEM functions (the C++ layer reaches them through the C ABI only), and the one
-//! version reader ([`LoadedLibrary::version`]) that discovery uses too.
+//! release checked (with [`LoadedLibrary::version`], the reader discovery uses too), a unique id
+//! made, NVSHMEM initialised with it and finalised. The one binding of these NVSHMEM functions
+//! (the C++ layer reaches them through the C ABI only).
 //!
 //! The structures passed to NVSHMEM (the unique id and the init attributes) are NVSHMEM 3.x's
 //! fixed-size, versioned ABI structures in their version-1 layout, which every 3.x host library
 //! accepts: each carries a version field `(1 << 16) + size` that tells the library which layout
 //! it is given.
 
-use crate::nvshmem_lib::{self, LoadedLibrary};
-use crate::status::{Error, Result, Status};
+use crate::abi::status::{Error, Result, Status};
+use crate::nvshmem::host_library::{self, LoadedLibrary};
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 
 /// The soname of NVSHMEM 3.x's host library.
@@ -125,7 +125,7 @@ fn dlerror_text(fallback: &str) -> String {
 /// `RTLD_NOW | RTLD_GLOBAL` and kept loaded. NOT_LOADED when none can be found, when it lacks a
 /// function initialisation needs, or when it is not NVSHMEM 3.x.
 pub fn host() -> Result<Host> {
-    let lib = match nvshmem_lib::find_loaded() {
+    let lib = match host_library::find_loaded() {
         Some(lib) => lib,
         None => load()?,
     };
@@ -148,7 +148,7 @@ fn load() -> Result<LoadedLibrary> {
             tried.push(dlerror_text(name));
             continue;
         }
-        if let Some(lib) = nvshmem_lib::find_loaded() {
+        if let Some(lib) = host_library::find_loaded() {
             return Ok(lib);
         }
         tried.push(format!("{name} was loaded but exports no nvshmemx_init_status"));
@@ -220,7 +220,7 @@ impl Host {
         // SAFETY: NVSHMEM's public functions without arguments; nvshmemx_init_status is safe at
         // any time, my_pe and n_pes once NVSHMEM is bootstrapped.
         let init_status = unsafe { (self.api.init_status)() };
-        if (STATUS_IS_BOOTSTRAPPED..nvshmem_lib::STATUS_INVALID).contains(&init_status) {
+        if (STATUS_IS_BOOTSTRAPPED..host_library::STATUS_INVALID).contains(&init_status) {
             State { init_status, my_pe: unsafe { (self.api.my_pe)() }, n_pes: unsafe { (self.api.n_pes)() } }
         } else {
             State { init_status, my_pe: -1, n_pes: -1 }
@@ -280,7 +280,7 @@ impl Host {
     /// NOT_INITIALIZED unless NVSHMEM is initialised as PE `rank` of `n_ranks`.
     pub fn expect_initialized(&self, rank: c_int, n_ranks: c_int) -> Result<()> {
         let st = self.state();
-        let initialized = (nvshmem_lib::STATUS_IS_INITIALIZED..nvshmem_lib::STATUS_INVALID).contains(&st.init_status);
+        let initialized = (host_library::STATUS_IS_INITIALIZED..host_library::STATUS_INVALID).contains(&st.init_status);
         if !initialized || st.my_pe != rank || st.n_pes != n_ranks {
             crate::fail!(
                 NotInitialized,
@@ -300,7 +300,7 @@ impl Host {
     /// initialisation leaves it).
     #[allow(unsafe_code)]
     pub fn finalize(&self) {
-        let initialized = (nvshmem_lib::STATUS_IS_INITIALIZED..nvshmem_lib::STATUS_INVALID).contains(&self.state().init_status);
+        let initialized = (host_library::STATUS_IS_INITIALIZED..host_library::STATUS_INVALID).contains(&self.state().init_status);
         if initialized {
             // SAFETY: NVSHMEM is initialised; its public finalisation.
             unsafe { (self.api.hostlib_finalize)() };

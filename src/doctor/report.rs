@@ -2,12 +2,13 @@
 //! JSON, with a verdict. Used by `upcxx-nvshmem-doctor` (a file, without initialising NVSHMEM)
 //! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
 
-use crate::cuda;
-use crate::discovery::{self, Source, Step};
-use crate::elf;
-use crate::layout;
-use crate::nvshmem_lib::{self, LoadedLibrary};
-use crate::status::Status;
+use crate::abi::status::Status;
+use crate::nvshmem::cuda;
+use crate::nvshmem::discovery::{self, Step};
+use crate::nvshmem::elf;
+use crate::nvshmem::host_library::{self, LoadedLibrary};
+use crate::nvshmem::state_layout;
+use crate::table::heap::Source;
 use crate::table::{Heap, TABLE};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -65,7 +66,7 @@ fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
 /// dlsym cannot see the symbol ([`discovery::NOT_EXPORTED`]); the doctor reads the file: LOCAL in
 /// its .symtab, or a stripped file with no symbol table at all.
 fn dlsym_reason(reason: &str, sym: &Result<elf::SymtabLookup, String>) -> String {
-    const LOCAL: &str = crate::discovery::NOT_EXPORTED;
+    const LOCAL: &str = crate::nvshmem::discovery::NOT_EXPORTED;
     if !reason.contains(LOCAL) {
         return reason.to_string();
     }
@@ -133,8 +134,8 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
             let addr = lib.load_bias.wrapping_add(s.value as usize);
             // st_value and st_size come from the file: checked (alignment, size) before the
             // state is read, and read bytewise.
-            let symbol = layout::check_state_symbol(addr, Some(s.size));
-            let version = if symbol.is_ok() && lib.contains_writable(addr, layout::PREFIX_LEN) {
+            let symbol = state_layout::check_state_symbol(addr, Some(s.size));
+            let version = if symbol.is_ok() && lib.contains_writable(addr, state_layout::PREFIX_LEN) {
                 let mut b = [0u8; 4];
                 for (i, x) in b.iter_mut().enumerate() {
                     // SAFETY: inside the library's writable segment (checked just above).
@@ -145,7 +146,7 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
                 None
             };
             // None when st_size is absurd (2^64-1 would overflow).
-            let expected = u64::from(layout::VERSION_MAJOR_TAG).checked_add(s.size);
+            let expected = u64::from(state_layout::VERSION_MAJOR_TAG).checked_add(s.size);
             let (check, detail) = match version {
                 _ if symbol.is_err() => ("fail", format!("nvshmemi_device_state {}", symbol.clone().unwrap_err())),
                 None => ("fail", "the symbol is not inside a loaded writable segment".to_string()),
@@ -154,7 +155,7 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
                     format!(
                         "st_size {} covers the {} bytes read; version field is 0 until nvshmem_init, then must be 0x{:x}",
                         s.size,
-                        layout::PREFIX_LEN,
+                        state_layout::PREFIX_LEN,
                         expected.unwrap_or(0)
                     ),
                 ),
@@ -162,9 +163,9 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
                 Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{:x}", expected.unwrap_or(0))),
             };
             json!({"check": check, "detail": detail, "version_field": version, "expected_version": expected, "state_size": s.size,
-                   "offsets": {"version": layout::OFF_VERSION, "mype": layout::OFF_MYPE, "npes": layout::OFF_NPES,
-                               "heap_base": layout::OFF_HEAP_BASE, "heap_size": layout::OFF_HEAP_SIZE,
-                               "peer_heap_base_p2p": layout::OFF_PEER_HEAP_BASE_P2P, "peer_heap_base_remote": layout::OFF_PEER_HEAP_BASE_REMOTE}})
+                   "offsets": {"version": state_layout::OFF_VERSION, "mype": state_layout::OFF_MYPE, "npes": state_layout::OFF_NPES,
+                               "heap_base": state_layout::OFF_HEAP_BASE, "heap_size": state_layout::OFF_HEAP_SIZE,
+                               "peer_heap_base_p2p": state_layout::OFF_PEER_HEAP_BASE_P2P, "peer_heap_base_remote": state_layout::OFF_PEER_HEAP_BASE_REMOTE}})
         }
         None => {
             json!({"check": "not-run", "detail": "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time"})
@@ -228,12 +229,12 @@ pub fn not_found(searched: &[String]) -> Report {
     finish(m, Verdict::Unsupported, reason)
 }
 
-/// What `nvshmem_lib::open_file`'s error means. It returns a plain string for both a failed
+/// What `host_library::open_file`'s error means. It returns a plain string for both a failed
 /// `dlopen` (the `dlerror()` text) and a library that loaded but is not NVSHMEM: tell them apart
 /// so that the doctor never says "dlopen failed" about a library that loaded.
 fn open_error(path: &Path, e: &str) -> String {
     let p = path.display();
-    if let Some(why) = e.strip_prefix(nvshmem_lib::NOT_LOADED) {
+    if let Some(why) = e.strip_prefix(host_library::NOT_LOADED) {
         // Refused before dlopen (the file changed since `check_file`).
         why.to_string()
     } else if e.starts_with("not an NVSHMEM host library") {
@@ -264,7 +265,7 @@ pub fn check_file(path: &Path, found_by: &str, searched: &[String]) -> Result<el
 pub fn load_and_analyze(path: &Path, found_by: &str, searched: &[String]) -> Report {
     let mut m = header(Some(&path.display().to_string()), Some(found_by), searched);
     let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
-    let lib = match nvshmem_lib::open_file(path) {
+    let lib = match host_library::open_file(path) {
         Ok(l) => l,
         Err(e) => return unsupported(m, open_error(path, &e)),
     };
@@ -328,7 +329,7 @@ pub fn from_json(text: &str) -> Option<Report> {
 /// and the verdict says so (the library's own verdict stays in `library_verdict`).
 pub fn in_process() -> Report {
     let manual = TABLE.heap().filter(|h| h.source == Source::Manual);
-    let Some(lib) = nvshmem_lib::find_loaded() else {
+    let Some(lib) = host_library::find_loaded() else {
         let mut m = header(None, Some("loaded in this process"), &[]);
         let why = "no NVSHMEM host library is loaded in this process";
         if let Some(h) = manual {
