@@ -28,7 +28,7 @@ fn heap(n: i32) -> Heap {
     Heap { base: BASE, size: SIZE, mapped_size: SIZE, my_pe: 0, n_pes: n, device: 0, version: (3, 4, 5), source: Source::Manual }
 }
 
-/// Installs table `specs` for `h` (checked first, as `publish` does).
+/// Installs table `specs` for `h` (checked first, as `process_heap` does).
 fn set(t: &Table, h: Heap, specs: &[PeerSpec]) {
     t.set_peers(&Peers::new(&h, specs).unwrap()).unwrap();
 }
@@ -295,7 +295,7 @@ fn a_reader_racing_attach_sees_the_old_or_the_new_heap() {
     reader_against_attach(false);
 }
 
-/// Publishing "no heap" and then the new one (what `publish::attach` did before) is caught.
+/// Publishing "no heap" and then the new one (an `attach` made of two publications) is caught.
 #[test]
 #[should_panic(expected = "neither the old nor the new one")]
 fn detach_then_attach_shows_no_heap() {
