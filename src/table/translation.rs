@@ -78,6 +78,9 @@ struct Snapshot {
     held: loom::cell::UnsafeCell<()>,
 }
 
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Snapshot>() == 64);
+
 // SAFETY: a snapshot is immutable once published, and the arrays it points to are immutable and
 // outlive it (both belong to the table's `Master`).
 #[allow(unsafe_code)]
