@@ -7,7 +7,8 @@
 #     (.tar.xz of lib/ + include/);
 #   - nvcc on PATH, the GPUs' compute capability (CUDA_ARCH, e.g. 90) and count (nvidia-smi).
 #   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir> gpu/run-gpu-tests.sh OUTDIR [ctest args...]
-# ctest arguments narrow the run, e.g. -R 'cxx.2023.9.0' or -LE bench. UXN_BASELINE_PREFIX (another
+# ctest arguments narrow the run, e.g. -R 'cxx.2023.9.0' or -LE bench (UXN_SUBPROJECT_CTEST_ARGS, e.g.
+# "-R bench", narrows the projects' own ctest runs too). UXN_BASELINE_PREFIX (another
 # install of this library) adds the BENCH rounds against it (label bench; with UXN_BASELINE_SRC,
 # that build's tests/cxx folder, its own nvshmem_hpp_test against its own headers); UXN_CUFFTMP_HOME and
 # UXN_NVSHMEM_CU13_ROOT (cuFFTMp for CUDA 13 and NVSHMEM >= 3.8.0 cu13) add examples/cufftmp on 1

@@ -36,6 +36,11 @@ elseif(MODE STREQUAL "test")
   if("$ENV{UXN_SUBPROJECT_VERBOSE}" STREQUAL "1")
     list(APPEND CTEST_ARGS -V)
   endif()
+  # UXN_SUBPROJECT_CTEST_ARGS: more ctest arguments for every sub-project (e.g. "-R bench").
+  if(NOT "$ENV{UXN_SUBPROJECT_CTEST_ARGS}" STREQUAL "")
+    separate_arguments(more UNIX_COMMAND "$ENV{UXN_SUBPROJECT_CTEST_ARGS}")
+    list(APPEND CTEST_ARGS ${more})
+  endif()
   execute_process(COMMAND "${CMAKE_CTEST_COMMAND}" --test-dir "${BIN}" --output-on-failure --no-tests=error ${CTEST_ARGS}
                   RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
