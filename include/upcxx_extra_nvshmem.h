@@ -375,7 +375,7 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_set_peers_from_nvshmem(con
  *
  * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap, or no peer table; never runs discovery);
  * OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
- * (a sequence-locked read: the answer comes from one table even while another thread replaces it).
+ * (one snapshot read: the answer comes from one table even while another thread replaces it).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_to_global_ptr(const void *sym_addr,
                                                                     int pe,

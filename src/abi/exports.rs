@@ -329,7 +329,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_set_peers_from_nvshmem(pe_to_rank: 
 ///
 /// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap, or no peer table; never runs discovery);
 /// OUT_OF_HEAP (`sym_addr` outside the local heap); BAD_PE. Thread safety: any thread, lock-free
-/// (a sequence-locked read: the answer comes from one table even while another thread replaces it).
+/// (one snapshot read: the answer comes from one table even while another thread replaces it).
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_to_global_ptr(sym_addr: *const c_void, pe: c_int, out: *mut GlobalPtr) -> Status {
