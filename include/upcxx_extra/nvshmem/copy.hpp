@@ -63,12 +63,30 @@ struct copy_path {
         }
     }
 
-    // upcxx::copy with the caller's arguments, counted, after `after` (the host waits for it).
-    template <class... A>
-    static auto fallback(Heap &h, stream_order after, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
+    // upcxx::copy with the caller's arguments, after `after` (the host waits for it), counted and
+    // tracked until its operation completes: destroy() waits for it before the segment goes. The
+    // tracking is one more completion, an LPC on the initiator persona, which adds no result.
+    template <class S, class D>
+    static auto fallback(Heap &h, stream_order after, S &&src, D &&dst,
+                         std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
+        return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, upcxx::operation_cx::as_future());
+    }
+    template <class S, class D, class Cxs>
+    static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         h.engine_->count_fallback();
         if (after.set) wait_for(h, after.stream);
-        return upcxx::copy(std::forward<A>(a)...);
+        std::shared_ptr<std::atomic<long>> in_flight = h.engine_->fallbacks_in_flight();
+        in_flight->fetch_add(1);
+        try {
+            return upcxx::copy(
+                std::forward<S>(src), std::forward<D>(dst), n,
+                std::forward<Cxs>(cxs) |
+                    upcxx::operation_cx::as_lpc(upcxx::current_persona(), [in_flight] { in_flight->fetch_sub(1); }));
+        } catch (...) {
+            in_flight->fetch_sub(1);
+            throw;
+        }
     }
 
     // Fast mode: the path of one copy.

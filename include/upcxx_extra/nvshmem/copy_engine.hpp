@@ -146,6 +146,9 @@ public:
 
     bool force_fallback() const noexcept { return force_fallback_; }
     void count_fallback() noexcept { fallback_.fetch_add(1, std::memory_order_relaxed); }
+    /// How many upcxx::copy calls through the heap (fallbacks) have not completed: raised when one
+    /// is issued, lowered by its completion (copy.hpp). Shared with those completions.
+    const std::shared_ptr<std::atomic<long>> &fallbacks_in_flight() const noexcept { return fallbacks_in_flight_; }
     counts_t counts() const noexcept { return counts_t{fast_.load(), fallback_.load()}; }
 
     /// Whether this process is a fork() child of the one that made the engine: CUDA does not
@@ -412,6 +415,7 @@ private:
     std::string error_;                         // the first fast copy that failed after it was issued
     std::mutex mu_;                             // everything above
     std::atomic<std::size_t> fast_{0}, fallback_{0};
+    const std::shared_ptr<std::atomic<long>> fallbacks_in_flight_ = std::make_shared<std::atomic<long>>(0);
     std::atomic<bool> closed_{false};
 };
 

@@ -11,6 +11,8 @@
 #include <upcxx/upcxx.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -74,6 +76,8 @@ public:
 
     /// UPC++ device segments a heap may use when every growth needs its own (native memory kinds).
     static constexpr std::size_t max_segments = 16;
+    /// How long destroy() makes progress for the upcxx::copy calls through this heap to complete.
+    static constexpr int destroy_wait_seconds = 60;
 
     /// Collective. Throws nvshmem_error on every rank when any rank fails (nothing is created then).
     nvshmem_heap() {
@@ -135,19 +139,24 @@ public:
         if (active_) abandon("it went out of scope without destroy()");
     }
 
-    /// Collective: waits until every fast copy this process issued has landed (their completions
-    /// then run at their personas' next progress), then, once every rank has done so (so no copy
-    /// into any rank's heap is in flight), tears the UPC++ segment down and forgets the table.
-    /// Call it before nvshmem_free of memory copies may still touch, and before nvshmem_finalize().
-    /// A second call, or a call on a moved-from heap, does nothing. After upcxx::finalize() it
-    /// only releases this process's objects. Throws on every rank (after the teardown) when
-    /// waiting for a fast copy failed on any rank.
+    /// Collective: waits until every copy this process issued through the heap is done: each
+    /// upcxx::copy it made (a fallback) completed, making progress for at most
+    /// destroy_wait_seconds, and each fast copy landed (their completions then run at their
+    /// personas' next progress); then, once every rank has done so (so no copy into any rank's
+    /// heap is in flight), tears the UPC++ segment down and forgets the table. Call it before
+    /// nvshmem_free of memory copies may still touch, and before nvshmem_finalize(). A second
+    /// call, or a call on a moved-from heap, does nothing. After upcxx::finalize() it only
+    /// releases this process's objects. Throws on every rank: before the teardown, leaving the
+    /// heap as it was, when a rank's upcxx::copy calls did not complete in time
+    /// (errc() copies_in_flight: their completions run at their initiator persona's progress);
+    /// after it, when waiting for a fast copy failed on any rank.
     void destroy() {
         if (!active_) return;
         if (!upcxx::initialized()) {
             release();
             return;
         }
+        detail::agree(wait_for_fallbacks(), "nvshmem_heap::destroy");
         const std::string drained = engine_->drain();
         upcxx::barrier();  // every rank drained: no fast copy into any heap is in flight
         for (backend::segment &s : segments_) s.destroy();  // collective
@@ -452,6 +461,22 @@ private:
         return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
                              std::string(fn) + ": this nvshmem_heap was destroyed or moved from",
                              nvshmem_errc::heap_inactive);
+    }
+
+    // destroy(): upcxx::progress() until every upcxx::copy through this heap has completed, for
+    // at most destroy_wait_seconds.
+    detail::outcome wait_for_fallbacks() const {
+        const std::shared_ptr<std::atomic<long>> &n = engine_->fallbacks_in_flight();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(destroy_wait_seconds);
+        while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
+        const long left = n->load();
+        if (left <= 0) return detail::outcome{};
+        return detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::copies_in_flight,
+                               "nvshmem_heap::destroy: " + std::to_string(left) +
+                                   " upcxx::copy call(s) through this heap did not complete within " +
+                                   std::to_string(destroy_wait_seconds) +
+                                   " s (their completions run at their initiator persona's progress: "
+                                   "wait for them there); the heap was not destroyed"};
     }
 
     // Forgets everything; the UPC++ objects must be destroyed (or abandoned) by now.
