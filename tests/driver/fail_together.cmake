@@ -2,9 +2,10 @@
 # status is non-zero, no rank is left waiting (the timeout), nothing aborts, and every rank prints
 # rank 0's nvshmem_init error ("rank R: nvshmem_init: ...", or that line after its own prefix).
 #   cmake -DRUN=<upcxx-run> -DNP=2 -DPROGRAM=<exe> [-DARGS=<a;b>] [-DWHAT=<name>] [-DTIMEOUT=120]
-#         [-DCOUNT_REGEX=<regex> -DCOUNT=<n>] -P fail_together.cmake
+#         [-DCOUNT_REGEX=<regex> -DCOUNT=<n>] [-DFORBID=<regex>] -P fail_together.cmake
 #   cmake -DLOG=<output of a run> -DRC=<its exit status> -DNP=2 [-DWHAT=<name>] -P fail_together.cmake
 # COUNT_REGEX/COUNT: the output must hold exactly COUNT lines matching COUNT_REGEX as well.
+# FORBID: no line may match it (a program's PASS line, say).
 cmake_minimum_required(VERSION 3.20)
 if(NOT TIMEOUT)
   set(TIMEOUT 120)
@@ -34,6 +35,9 @@ endif()
 string(TOLOWER "${out}" lower)
 if(lower MATCHES "abort|terminate called|core dumped")
   message(FATAL_ERROR "${WHAT}: aborted")
+endif()
+if(DEFINED FORBID AND out MATCHES "${FORBID}")
+  message(FATAL_ERROR "${WHAT}: printed '${CMAKE_MATCH_0}' without a GPU")
 endif()
 if(NOT out MATCHES "(^|\n)rank 0: (nvshmem_init: [^\n]*)")
   message(FATAL_ERROR "${WHAT}: rank 0 printed no nvshmem_init error")

@@ -69,7 +69,7 @@ struct copy_path {
     template <class S, class D>
     static auto fallback(Heap &h, stream_order after, S &&src, D &&dst,
                          std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
-        return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, upcxx::operation_cx::as_future());
+        return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
     }
     template <class S, class D, class Cxs>
     static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
