@@ -48,11 +48,30 @@ uxn_nvshmem_root() {
   else echo "$UXN_CACHE/nvshmem-cu$2/$1/nvidia/nvshmem"; fi
 }
 
+# Runs "$@" (rustup, or one of its proxies cargo/rustc) and leaves no rustup home behind that it
+# created: rustup writes $RUSTUP_HOME/settings.toml (default ~/.rustup) even when it cannot run,
+# e.g. with no default toolchain. A home that was there before is never touched.
+uxn_rustup_probe() {
+  local home="${RUSTUP_HOME:-$HOME/.rustup}" had=1 rc=0
+  [ -e "$home" ] || had=
+  "$@" || rc=$?
+  if [ "$rc" != 0 ] && [ -z "$had" ] && [ -d "$home" ] && [ "$(ls -A "$home")" = settings.toml ]; then
+    rm -f "$home/settings.toml" && rmdir "$home"
+  fi
+  return "$rc"
+}
+
+# 0 when rustup is on PATH without a default toolchain (its cargo and rustc cannot run).
+uxn_rustup_without_default() {
+  command -v rustup >/dev/null 2>&1 || return 1
+  ! uxn_rustup_probe rustup default >/dev/null 2>&1
+}
+
 # 0 when a cargo/rustc >= UXN_RUST_MIN is on PATH.
 uxn_have_rust() {
   command -v cargo >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 || return 1
   local v
-  v="$(rustc --version 2>/dev/null | awk '{print $2}')"
+  v="$(uxn_rustup_probe rustc --version 2>/dev/null | awk '{print $2}')"
   [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$UXN_RUST_MIN" "${v%%-*}" | sort -V | head -n1)" = "$UXN_RUST_MIN" ]
 }
 
@@ -96,8 +115,35 @@ uxn_ensure_rust() {
     curl --proto '=https' --tlsv1.2 -sSf "$UXN_RUSTUP_URL" | sh -s -- $(uxn_rustup_args "${1:-}") || return 1
     uxn_have_rust && echo "Rust: $(rustc --version)" && return 0
   fi
+  local v
+  v="$(uxn_rustup_probe rustc --version 2>/dev/null | awk '{print $2}')"
+  if uxn_rustup_without_default; then
+    local fix="rustup default stable"
+    [ "${1:-}" = tests ] && fix="$fix && rustup component add $UXN_RUST_TEST_COMPONENTS"
+    cat >&2 <<EOF
+Rust >= $UXN_RUST_MIN is needed (cargo builds the library). rustup is installed ($(command -v rustup))
+but has no default toolchain, so the cargo and rustc on PATH cannot run. Choose one (this
+downloads the stable toolchain), then run this again:
+    $fix
+Nothing else was installed.
+EOF
+    return 1
+  fi
+  if [ -n "$v" ] && command -v rustup >/dev/null 2>&1; then
+    cat >&2 <<EOF
+Rust >= $UXN_RUST_MIN is needed (cargo builds the library); the rustc on PATH is $v. Update it
+(this downloads the stable toolchain), then run this again:
+    rustup update stable && rustup default stable
+Nothing else was installed.
+EOF
+    return 1
+  fi
+  if [ -n "$v" ]; then
+    echo "Rust >= $UXN_RUST_MIN is needed (cargo builds the library); the rustc on PATH is $v." >&2
+  else
+    echo "Rust >= $UXN_RUST_MIN is needed (cargo builds the library), and none is on PATH." >&2
+  fi
   cat >&2 <<EOF
-Rust >= $UXN_RUST_MIN is needed (cargo builds the library), and none is on PATH.
 The rustup installer at $UXN_RUSTUP_URL cannot be reached from here. Install Rust, then run this again:
     $cmd
 (or: your site's module, e.g. 'module load rust', or 'spack install rust', giving rustc >= $UXN_RUST_MIN)
