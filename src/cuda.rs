@@ -1,5 +1,6 @@
-//! The few CUDA driver calls this library makes, through cudarc with dynamic loading: a build
-//! and a process without a GPU or `libcuda.so` work, and these calls then report "no driver".
+//! The CUDA driver: the one module that calls it (a test checks that no other does). The few
+//! calls this library makes, through cudarc with dynamic loading: a build and a process without
+//! a GPU or `libcuda.so` work, and these calls then report "no driver".
 
 use cudarc::driver::sys;
 use std::ffi::{CStr, CString, c_void};
@@ -101,7 +102,7 @@ pub fn copy_to_host(dst: &mut [u8], src: usize) -> Result<(), String> {
 
 /// A loaded CUDA module (unloaded on drop).
 #[derive(Debug)]
-pub struct Module(pub sys::CUmodule);
+pub struct Module(sys::CUmodule);
 // SAFETY: CUmodule handles may be used from any thread of the context's process.
 #[allow(unsafe_code)]
 unsafe impl Send for Module {}
@@ -118,6 +119,11 @@ impl Module {
         // SAFETY: text is a NUL-terminated PTX image.
         check(unsafe { sys::cuModuleLoadData(&mut m, text.as_ptr() as *const c_void) }, "cuModuleLoadData")?;
         Ok(Module(m))
+    }
+
+    /// The `CUmodule` handle, for an API that takes one (`nvshmemx_cumodule_init`).
+    pub fn raw(&self) -> *mut c_void {
+        self.0 as *mut c_void
     }
 
     /// `(device address, size)` of a global of this module.

@@ -12,6 +12,7 @@
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
 pub mod abi;
+mod cuda;
 mod doctor;
 mod logger;
 mod nvshmem;

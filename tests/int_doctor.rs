@@ -325,7 +325,7 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
     use upcxx_extra_nvshmem::abi::Status;
     use upcxx_extra_nvshmem::abi::*;
 
-    assert!(upcxx_extra_nvshmem::internals::host_library::find_loaded().is_none(), "this test needs a process without NVSHMEM");
+    assert!(upcxx_extra_nvshmem::internals::host_library::loaded().is_none(), "this test needs a process without NVSHMEM");
     let text = || {
         let mut need = 0usize;
         assert_eq!(unsafe { upcxx_extra_nvshmem_report_buffer(std::ptr::null_mut(), 0, &mut need) }, Status::BufferTooSmall);

@@ -3,7 +3,7 @@
 //! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
 
 use crate::abi::status::Status;
-use crate::nvshmem::cuda;
+use crate::cuda;
 use crate::nvshmem::discovery::{self, Step};
 use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
@@ -271,11 +271,7 @@ pub fn load_and_analyze(path: &Path, found_by: &str, searched: &[String]) -> Rep
     };
     if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
         // Exported under those names but not functions (a data symbol): never called.
-        let data: Vec<&str> = [c"nvshmemx_init_status", c"nvshmem_info_get_name"]
-            .iter()
-            .filter(|n| !lib.dlsym(n).is_null())
-            .map(|n| n.to_str().unwrap_or_default())
-            .collect();
+        let data = lib.api_names_exported_as_data();
         let p = path.display();
         let why = if data.is_empty() {
             format!("{p} loaded, but it is not an NVSHMEM host library: it exports neither nvshmemx_init_status nor nvshmem_info_get_name")
@@ -329,7 +325,7 @@ pub fn from_json(text: &str) -> Option<Report> {
 /// and the verdict says so (the library's own verdict stays in `library_verdict`).
 pub fn in_process() -> Report {
     let manual = TABLE.heap().filter(|h| h.source == Source::Manual);
-    let Some(lib) = host_library::find_loaded() else {
+    let Some(lib) = host_library::loaded() else {
         let mut m = header(None, Some("loaded in this process"), &[]);
         let why = "no NVSHMEM host library is loaded in this process";
         if let Some(h) = manual {
@@ -339,7 +335,7 @@ pub fn in_process() -> Report {
         return finish(m, Verdict::Unsupported, why.into());
     };
     let mut m = header(Some(&lib.path.display().to_string()), Some("loaded in this process"), &[]);
-    let (facts, verdict, reason) = analyze(&lib);
+    let (facts, verdict, reason) = analyze(lib);
     m.extend(facts);
     if let Some(h) = manual {
         m.insert("runtime".into(), heap_json(&h, "not-run"));

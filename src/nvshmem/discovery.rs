@@ -14,7 +14,7 @@
 //! against the public `nvshmem_ptr` before use.
 
 use crate::abi::status::{Error, Result, Status};
-use crate::nvshmem::cuda;
+use crate::cuda;
 use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use crate::nvshmem::state_layout::{self, PREFIX_LEN, StateFields};
@@ -134,7 +134,7 @@ pub fn try_step(lib: &LoadedLibrary, step: Step) -> StepOutcome {
 /// A successful resolution.
 #[derive(Debug)]
 pub struct Resolution {
-    pub lib: LoadedLibrary,
+    pub lib: &'static LoadedLibrary,
     pub source: Source,
     pub state: StateRef,
     pub version_field: u32,
@@ -220,10 +220,10 @@ fn host_state(lib: &LoadedLibrary, addr: usize, symbol_size: Option<usize>, what
 pub const NOT_EXPORTED: &str = " (dlsym cannot see it)";
 
 fn step_dlsym(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
-    let state_exported = !lib.dlsym(c"nvshmemi_state").is_null();
+    let state_exported = lib.exports_state();
     let note =
         if state_exported { "nvshmemi_state is exported but its layout is private: not read" } else { "nvshmemi_state is not exported" };
-    let p = lib.dlsym(c"nvshmemi_device_state") as usize;
+    let p = lib.exported_device_state();
     if p == 0 {
         crate::fail!(StepUnavailable, "nvshmemi_device_state is not exported by {}{NOT_EXPORTED}; {note}", lib.path.display());
     }
@@ -274,9 +274,8 @@ fn read_device_prefix(addr: usize) -> Result<[u8; PREFIX_LEN]> {
     Ok(out)
 }
 
-#[allow(unsafe_code)]
 fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
-    let Some(init) = lib.api.cumodule_init else {
+    if lib.api.cumodule_init.is_none() {
         crate::fail!(StepUnavailable, "nvshmemx_cumodule_init is not exported by {}", lib.path.display());
     };
     if !cuda::driver_available() {
@@ -299,8 +298,7 @@ fn step_cumodule(lib: &LoadedLibrary) -> Result<(StateRef, u32, String)> {
                 );
             };
             let module = cuda::Module::load_ptx(&cumodule_ptx(major, minor, patch)).map_err(|m| Error::new(Status::CudaError, m))?;
-            // SAFETY: public NVSHMEM API on a module we loaded.
-            let rc = unsafe { init(module.0 as *mut _) };
+            let rc = lib.cumodule_init(&module).unwrap_or(-1);
             if rc != 0 {
                 crate::fail!(StepUnavailable, "nvshmemx_cumodule_init returned {rc}");
             }
@@ -335,11 +333,11 @@ fn run_step(lib: &LoadedLibrary, step: Step) -> Result<(StateRef, u32, String)> 
 }
 
 /// Runs the selected step(s) on `lib` without using any cache. `which` = None tries all.
-pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
+pub fn resolve_in(lib: &'static LoadedLibrary, which: Option<Step>) -> std::result::Result<Resolution, (Error, Vec<StepOutcome>)> {
     let steps: Vec<Step> = which.map_or(Step::ALL.to_vec(), |s| vec![s]);
     let mut outcomes = Vec::new();
     for step in steps {
-        let r = run_step(&lib, step);
+        let r = run_step(lib, step);
         let outcome = StepOutcome::of(step, &r);
         log::debug!("resolution step {}: {}: {}", step.name(), outcome.status.name(), outcome.detail);
         outcomes.push(outcome);
@@ -352,8 +350,8 @@ pub fn resolve_in(lib: LoadedLibrary, which: Option<Step>) -> std::result::Resul
 }
 
 /// The loaded NVSHMEM library, or `NotLoaded`.
-pub fn loaded_library() -> Result<LoadedLibrary> {
-    host_library::find_loaded().ok_or_else(|| {
+pub fn loaded_library() -> Result<&'static LoadedLibrary> {
+    host_library::loaded().ok_or_else(|| {
         Error::new(Status::NotLoaded, "no libnvshmem_host.so is loaded in this process (and no object exports nvshmemx_init_status)")
     })
 }
@@ -364,7 +362,7 @@ pub fn resolve() -> Result<Arc<Resolution>> {
 }
 
 /// The cached resolution for `lib`, the library found loaded by the caller (one search per query).
-fn resolve_loaded(lib: LoadedLibrary) -> Result<Arc<Resolution>> {
+fn resolve_loaded(lib: &'static LoadedLibrary) -> Result<Arc<Resolution>> {
     let which = selected();
     let mut cached = RESOLVED.lock();
     if let Some(r) = &*cached {
@@ -417,16 +415,14 @@ fn debug_heap_base_skew() -> Option<isize> {
 /// Checks the fields against the public API: initialised, PE and PE count as reported by
 /// `nvshmem_my_pe`/`nvshmem_n_pes`, and `nvshmem_ptr(., my_pe)` non-NULL exactly on the heap's
 /// first and last byte and NULL just outside it.
-#[allow(unsafe_code)]
 pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
     if !lib.is_initialized() {
         crate::fail!(NotInitialized, "nvshmemx_init_status() = {:?}: NVSHMEM is not initialised (or finalised)", lib.init_status());
     }
-    let Some(ptr) = lib.api.ptr else {
+    if lib.api.ptr.is_none() {
         crate::fail!(ValidationFailed, "nvshmem_ptr is not exported: cannot validate");
-    };
-    // SAFETY: public NVSHMEM API, safe after init.
-    let (pe, npes) = unsafe { (lib.api.my_pe.map(|g| g()), lib.api.n_pes.map(|g| g())) };
+    }
+    let (pe, npes) = (lib.my_pe(), lib.n_pes());
     if pe.is_some_and(|p| p != f.mype) || npes.is_some_and(|n| n != f.npes) {
         crate::fail!(ValidationFailed, "state says PE {} of {} but nvshmem_my_pe/nvshmem_n_pes say {:?} of {:?}", f.mype, f.npes, pe, npes);
     }
@@ -438,8 +434,7 @@ pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
         crate::fail!(ValidationFailed, "state says heap [0x{base:x}, +0x{size:x}), which is not a valid range");
     }
     let me = f.mype as c_int;
-    // SAFETY: nvshmem_ptr only compares the address against its heap; it never dereferences it.
-    let q = |a: usize| unsafe { ptr(a as *const _, me) } as usize;
+    let q = |a: usize| lib.nvshmem_ptr(a, me).unwrap_or(0);
     let checks = [
         (base, q(base) == base, "nvshmem_ptr(base) == base"),
         (base - 1, q(base - 1) == 0, "nvshmem_ptr(base - 1) == NULL"),
@@ -468,7 +463,7 @@ pub fn query_live() -> Result<(Heap, StateFields)> {
     }
     let r = resolve_loaded(lib)?;
     let fields = read_fields(&r)?;
-    validate(&r.lib, &fields)?;
+    validate(r.lib, &fields)?;
     let mapped_size = cuda::mapped_extent(fields.heap_base, fields.heap_size).unwrap_or_else(|m| {
         log::warn!("mapped extent unknown: {m}");
         0
@@ -487,9 +482,20 @@ pub fn query_live() -> Result<(Heap, StateFields)> {
     Ok((heap, fields))
 }
 
+/// Every PE's heap base, read from `peer_heap_base_remote` (a device array of `n_pes` pointers) of
+/// a validated read of the state.
+pub fn peer_heap_bases(f: &StateFields, n_pes: usize) -> Result<Vec<usize>> {
+    if f.peer_heap_base_remote == 0 {
+        crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
+    }
+    let mut bytes = vec![0u8; n_pes * 8];
+    cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote).map_err(|m| Error::new(Status::CudaError, m))?;
+    Ok(bytes.chunks_exact(8).map(|b| usize::from_ne_bytes(b.try_into().expect("8 bytes"))).collect())
+}
+
 /// Resolves where the state is, at load time, when NVSHMEM is already in the process.
 pub fn resolve_at_load() {
-    if let Some(lib) = host_library::find_loaded() {
+    if let Some(lib) = host_library::loaded() {
         if let Err(e) = resolve_loaded(lib) {
             log::debug!("load-time resolution: {}", e.message);
         }

@@ -1,18 +1,37 @@
-//! Finding the NVSHMEM host library that is already loaded in this process, and its public API.
+//! NVSHMEM's host library: the one binding of it in this crate. Nothing else resolves an NVSHMEM
+//! symbol, loads the library or holds a pointer to one of its functions: every module asks the
+//! [`LoadedLibrary`] this module resolved (its functions, the init status and what it means,
+//! `nvshmem_ptr`), resolved once per loaded library ([`loaded`], [`known`]).
 //!
 //! This library is never linked against NVSHMEM. It looks for `libnvshmem_host.so*` among the
 //! loaded objects (`dl_iterate_phdr`), falling back to `dladdr` on a global `nvshmem_ptr` (a
 //! static or renamed build), and takes a `RTLD_NOLOAD` handle to it for `dlsym`.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use parking_lot::Mutex;
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
+/// `nvshmemx_init_status()` value from which NVSHMEM is bootstrapped (`NVSHMEM_STATUS_IS_BOOTSTRAPPED`).
+pub const STATUS_IS_BOOTSTRAPPED: c_int = 1;
 /// `nvshmemx_init_status()` value from which NVSHMEM is initialised (`NVSHMEM_STATUS_IS_INITIALIZED`).
 pub const STATUS_IS_INITIALIZED: c_int = 2;
 /// `NVSHMEM_STATUS_INVALID`.
 pub const STATUS_INVALID: c_int = c_int::MAX;
 
-/// The public NVSHMEM host functions this library calls. Each may be missing in an odd build.
+/// Does this `nvshmemx_init_status()` value say NVSHMEM is initialised? (The one range check.)
+pub fn status_is_initialized(s: c_int) -> bool {
+    (STATUS_IS_INITIALIZED..STATUS_INVALID).contains(&s)
+}
+
+/// Does this `nvshmemx_init_status()` value say NVSHMEM is bootstrapped (or initialised)?
+pub fn status_is_bootstrapped(s: c_int) -> bool {
+    (STATUS_IS_BOOTSTRAPPED..STATUS_INVALID).contains(&s)
+}
+
+/// The NVSHMEM host functions this library calls. Each may be missing in an odd build. The
+/// initialisation functions take NVSHMEM's versioned structures (`nvshmem::init` builds them) as
+/// untyped pointers.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PublicApi {
     pub init_status: Option<unsafe extern "C" fn() -> c_int>,
@@ -23,6 +42,13 @@ pub struct PublicApi {
     pub info_get_name: Option<unsafe extern "C" fn(*mut c_char)>,
     pub cumodule_init: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
     pub cumodule_finalize: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+    /// `nvshmemx_hostlib_init_attr(flags, nvshmemx_init_attr_t *)`.
+    pub hostlib_init_attr: Option<unsafe extern "C" fn(c_uint, *mut c_void) -> c_int>,
+    pub hostlib_finalize: Option<unsafe extern "C" fn()>,
+    /// `nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *)`.
+    pub get_uniqueid: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
+    /// `nvshmemx_set_attr_uniqueid_args(rank, nranks, const nvshmemx_uniqueid_t *, nvshmemx_init_attr_t *)`.
+    pub set_attr_uniqueid_args: Option<unsafe extern "C" fn(c_int, c_int, *const c_void, *mut c_void) -> c_int>,
 }
 
 /// One loaded segment of the library (absolute addresses).
@@ -112,16 +138,37 @@ impl LoadedLibrary {
 
     /// `dlsym` of a function: NULL when the symbol is not exported or is not a function
     /// ([`Self::is_function`]).
-    pub fn function(&self, name: &CStr) -> *mut c_void {
+    fn function(&self, name: &CStr) -> *mut c_void {
         let p = self.dlsym(name);
         if self.is_function(p as usize) { p } else { std::ptr::null_mut() }
     }
 
     /// `dlsym` in this library; NULL when the symbol is not exported.
     #[allow(unsafe_code)]
-    pub fn dlsym(&self, name: &CStr) -> *mut c_void {
+    fn dlsym(&self, name: &CStr) -> *mut c_void {
         // SAFETY: valid handle and NUL-terminated name.
         unsafe { libc::dlsym(self.handle.0, name.as_ptr()) }
+    }
+
+    /// The address of `nvshmemi_device_state` when the library exports it (0: it does not).
+    pub fn exported_device_state(&self) -> usize {
+        self.dlsym(c"nvshmemi_device_state") as usize
+    }
+
+    /// Does the library export `nvshmemi_state` (whose layout is private: never read)?
+    pub fn exports_state(&self) -> bool {
+        !self.dlsym(c"nvshmemi_state").is_null()
+    }
+
+    /// Which of NVSHMEM's identifying functions (`nvshmemx_init_status`, `nvshmem_info_get_name`)
+    /// the library exports as something that is not a function (a data symbol, never called).
+    pub fn api_names_exported_as_data(&self) -> Vec<&'static str> {
+        let data = |f: Option<()>, name: &'static CStr| f.is_none() && !self.dlsym(name).is_null();
+        [(self.api.init_status.map(|_| ()), c"nvshmemx_init_status"), (self.api.info_get_name.map(|_| ()), c"nvshmem_info_get_name")]
+            .into_iter()
+            .filter(|(f, n)| data(*f, n))
+            .map(|(_, n)| n.to_str().unwrap_or_default())
+            .collect()
     }
 
     /// `nvshmemx_init_status()`, or None when the build lacks it.
@@ -133,7 +180,36 @@ impl LoadedLibrary {
 
     /// True when `nvshmemx_init_status()` says NVSHMEM is initialised.
     pub fn is_initialized(&self) -> bool {
-        matches!(self.init_status(), Some(s) if (STATUS_IS_INITIALIZED..STATUS_INVALID).contains(&s))
+        self.init_status().is_some_and(status_is_initialized)
+    }
+
+    /// `nvshmem_my_pe()` (call it once NVSHMEM is bootstrapped), or None when the build lacks it.
+    #[allow(unsafe_code)]
+    pub fn my_pe(&self) -> Option<c_int> {
+        // SAFETY: a public NVSHMEM function without arguments.
+        self.api.my_pe.map(|f| unsafe { f() })
+    }
+
+    /// `nvshmem_n_pes()` (call it once NVSHMEM is bootstrapped), or None when the build lacks it.
+    #[allow(unsafe_code)]
+    pub fn n_pes(&self) -> Option<c_int> {
+        // SAFETY: a public NVSHMEM function without arguments.
+        self.api.n_pes.map(|f| unsafe { f() })
+    }
+
+    /// `nvshmem_ptr(addr, pe)` as an address (0: not mapped), or None when the build lacks it.
+    /// `nvshmem_ptr` only compares the address against its heaps; it never dereferences it.
+    #[allow(unsafe_code)]
+    pub fn nvshmem_ptr(&self, addr: usize, pe: c_int) -> Option<usize> {
+        // SAFETY: a public NVSHMEM function; the address is only looked up.
+        self.api.ptr.map(|f| unsafe { f(addr as *const c_void, pe) } as usize)
+    }
+
+    /// `nvshmemx_cumodule_init(module)`, or None when the build lacks it.
+    #[allow(unsafe_code)]
+    pub fn cumodule_init(&self, module: &crate::cuda::Module) -> Option<c_int> {
+        // SAFETY: a public NVSHMEM function, given a module loaded in the current context.
+        self.api.cumodule_init.map(|f| unsafe { f(module.raw()) })
     }
 
     /// The NVSHMEM release `(major, minor, patch)`, parsed from `nvshmem_info_get_name`
@@ -225,13 +301,76 @@ fn iterate(search: &mut Search) {
     unsafe { libc::dl_iterate_phdr(Some(phdr_callback), search as *mut Search as *mut c_void) };
 }
 
-/// Finds the loaded NVSHMEM host library, or None when no such library is in the process.
+/// Every NVSHMEM host library resolved in this process, one per (path, load bias), never freed:
+/// its handle keeps it loaded (NVSHMEM is never unloaded while its heap is in use), and its
+/// function pointers stay valid for the life of the process.
+static RESOLVED: Mutex<Vec<&'static LoadedLibrary>> = Mutex::new(Vec::new());
+/// The library [`known`] answers with without a search (null: none yet).
+static CURRENT: AtomicPtr<LoadedLibrary> = AtomicPtr::new(std::ptr::null_mut());
+/// The loaded objects were searched and held no NVSHMEM: [`known`] does not search again (the
+/// search takes the loader's lock) until [`forget_absence`].
+static ABSENT: AtomicBool = AtomicBool::new(false);
+/// How many times [`known`] searched the loaded objects (for the tests).
+static KNOWN_SEARCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// The NVSHMEM host library loaded in this process now (one search of the loaded objects), its
+/// functions resolved once per loaded library; None when no NVSHMEM is loaded.
+pub fn loaded() -> Option<&'static LoadedLibrary> {
+    let found = search_loaded()?;
+    let path = found.path.clone()?;
+    let mut all = RESOLVED.lock();
+    let hit = all.iter().copied().find(|l| l.path == path && l.load_bias == found.load_bias);
+    let lib = match hit {
+        Some(l) => l,
+        None => {
+            let l: &'static LoadedLibrary = Box::leak(Box::new(open_loaded(found)?));
+            all.push(l);
+            l
+        }
+    };
+    CURRENT.store(lib as *const LoadedLibrary as *mut LoadedLibrary, Ordering::Release);
+    ABSENT.store(false, Ordering::Release);
+    Some(lib)
+}
+
+/// The NVSHMEM host library last resolved, without searching the loaded objects again (the hot
+/// paths: `local_ptr`); when none was, one search, not repeated after it found nothing until
+/// [`forget_absence`].
+pub fn known() -> Option<&'static LoadedLibrary> {
+    let p = CURRENT.load(Ordering::Acquire);
+    if !p.is_null() {
+        // SAFETY: CURRENT only ever holds a leaked, never freed `&'static LoadedLibrary`.
+        #[allow(unsafe_code)]
+        return Some(unsafe { &*p });
+    }
+    if ABSENT.load(Ordering::Acquire) {
+        return None;
+    }
+    KNOWN_SEARCHES.fetch_add(1, Ordering::Relaxed);
+    let lib = loaded();
+    if lib.is_none() {
+        ABSENT.store(true, Ordering::Release);
+    }
+    lib
+}
+
+/// A new heap is published: NVSHMEM may have been loaded since [`known`] last found none.
+pub fn forget_absence() {
+    ABSENT.store(false, Ordering::Release);
+}
+
+/// How many times [`known`] searched the loaded objects for NVSHMEM in this process.
+pub fn known_searches() -> usize {
+    KNOWN_SEARCHES.load(Ordering::Relaxed)
+}
+
+/// Where the NVSHMEM host library is among the loaded objects: by its file name, else the object
+/// that defines `nvshmemx_init_status` (a build under another name, or linked statically).
 #[allow(unsafe_code)]
-pub fn find_loaded() -> Option<LoadedLibrary> {
+fn search_loaded() -> Option<Found> {
     let mut search = Search { want_name: true, addr: 0, found: None };
     iterate(&mut search);
     if search.found.is_none() {
-        // A build under another name, or linked statically: find the object defining nvshmem_ptr.
         // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name.
         let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"nvshmemx_init_status".as_ptr()) };
         if sym.is_null() {
@@ -240,7 +379,12 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
         search = Search { want_name: false, addr: sym as usize, found: None };
         iterate(&mut search);
     }
-    let found = search.found?;
+    search.found
+}
+
+/// A `RTLD_NOLOAD` handle to a library found loaded, and its functions.
+#[allow(unsafe_code)]
+fn open_loaded(found: Found) -> Option<LoadedLibrary> {
     let path = found.path?;
     let cpath = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
     // SAFETY: RTLD_NOLOAD only returns a handle to an object that is already loaded.
@@ -261,6 +405,29 @@ pub fn find_loaded() -> Option<LoadedLibrary> {
     Some(lib)
 }
 
+/// Loads `name` (a soname for the loader's search path, or a path) `RTLD_NOW | RTLD_GLOBAL`,
+/// never unloaded: NVSHMEM stays loaded for the life of the process. Err is `dlerror()`.
+#[allow(unsafe_code)]
+pub fn load_global(name: &str) -> Result<(), String> {
+    let c = CString::new(name).map_err(|_| format!("{name}: contains NUL"))?;
+    // SAFETY: loading NVSHMEM's host library runs its constructors; that is what using it
+    // requires. The handle is never closed.
+    let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+    if h.is_null() { Err(dlerror_text(name)) } else { Ok(()) }
+}
+
+#[allow(unsafe_code)]
+fn dlerror_text(fallback: &str) -> String {
+    // SAFETY: dlerror returns a thread-local message or NULL.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        fallback.to_string()
+    } else {
+        // SAFETY: a NUL-terminated message of the loader.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
 /// The start of [`open_file`]'s error when the file was refused before `dlopen`.
 pub const NOT_LOADED: &str = "not loaded: ";
 
@@ -279,10 +446,7 @@ pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     // SAFETY: loading a library runs its constructors; that is what inspecting it requires.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if handle.is_null() {
-        // SAFETY: dlerror returns a thread-local message or NULL.
-        let err = unsafe { libc::dlerror() };
-        let msg = if err.is_null() { "dlopen failed".into() } else { unsafe { CStr::from_ptr(err) }.to_string_lossy().into_owned() };
-        return Err(msg);
+        return Err(dlerror_text("dlopen failed"));
     }
     let handle = Handle(handle);
     // Find the loaded object by an address inside it: any exported symbol will do.
@@ -323,6 +487,14 @@ fn resolve_api(lib: &LoadedLibrary) -> PublicApi {
         info_get_name: sym!(lib, c"nvshmem_info_get_name", unsafe extern "C" fn(*mut c_char)),
         cumodule_init: sym!(lib, c"nvshmemx_cumodule_init", unsafe extern "C" fn(*mut c_void) -> c_int),
         cumodule_finalize: sym!(lib, c"nvshmemx_cumodule_finalize", unsafe extern "C" fn(*mut c_void) -> c_int),
+        hostlib_init_attr: sym!(lib, c"nvshmemx_hostlib_init_attr", unsafe extern "C" fn(c_uint, *mut c_void) -> c_int),
+        hostlib_finalize: sym!(lib, c"nvshmemx_hostlib_finalize", unsafe extern "C" fn()),
+        get_uniqueid: sym!(lib, c"nvshmemx_get_uniqueid", unsafe extern "C" fn(*mut c_void) -> c_int),
+        set_attr_uniqueid_args: sym!(
+            lib,
+            c"nvshmemx_set_attr_uniqueid_args",
+            unsafe extern "C" fn(c_int, c_int, *const c_void, *mut c_void) -> c_int
+        ),
     }
 }
 
@@ -347,6 +519,6 @@ mod tests {
 
     #[test]
     fn not_loaded_in_a_plain_test_process() {
-        assert!(find_loaded().is_none());
+        assert!(loaded().is_none());
     }
 }

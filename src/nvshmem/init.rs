@@ -10,14 +10,12 @@
 
 use crate::abi::status::{Error, Result, Status};
 use crate::nvshmem::host_library::{self, LoadedLibrary};
-use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// The soname of NVSHMEM 3.x's host library.
 pub const SONAME: &str = "libnvshmem_host.so.3";
 /// `NVSHMEMX_INIT_WITH_UNIQUEID`.
 const INIT_WITH_UNIQUEID: c_uint = 1 << 3;
-/// `NVSHMEM_STATUS_IS_BOOTSTRAPPED`.
-pub const STATUS_IS_BOOTSTRAPPED: c_int = 1;
 /// The bytes of a unique id (`nvshmemx_uniqueid_v1`).
 pub const UNIQUEID_BYTES: usize = 128;
 
@@ -78,23 +76,10 @@ fn init_attr_initializer() -> InitAttrV1 {
     }
 }
 
-/// The functions of NVSHMEM's host library that initialisation and finalisation call.
-#[derive(Clone, Copy)]
-struct InitApi {
-    init_status: unsafe extern "C" fn() -> c_int,
-    hostlib_init_attr: unsafe extern "C" fn(c_uint, *mut InitAttrV1) -> c_int,
-    hostlib_finalize: unsafe extern "C" fn(),
-    get_uniqueid: unsafe extern "C" fn(*mut UniqueIdV1) -> c_int,
-    set_attr_uniqueid_args: unsafe extern "C" fn(c_int, c_int, *const UniqueIdV1, *mut InitAttrV1) -> c_int,
-    my_pe: unsafe extern "C" fn() -> c_int,
-    n_pes: unsafe extern "C" fn() -> c_int,
-}
-
 /// NVSHMEM's host library, checked: every function needed, release 3.x.
 pub struct Host {
-    pub lib: LoadedLibrary,
+    pub lib: &'static LoadedLibrary,
     pub version: (i32, i32, i32),
-    api: InitApi,
 }
 
 /// What [`Host::state`] reads: `nvshmemx_init_status()`, and NVSHMEM's PE and PE count once it is
@@ -106,49 +91,30 @@ pub struct State {
     pub n_pes: c_int,
 }
 
-fn dlerror_text(fallback: &str) -> String {
-    // SAFETY: dlerror returns a thread-local message or NULL.
-    #[allow(unsafe_code)]
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        fallback.to_string()
-    } else {
-        // SAFETY: a NUL-terminated message of the loader.
-        #[allow(unsafe_code)]
-        let s = unsafe { CStr::from_ptr(e) };
-        s.to_string_lossy().into_owned()
-    }
-}
-
 /// NVSHMEM's host library: the one already in the process (the program links it, or loaded it),
 /// else [`SONAME`] from the loader's search path, else from `$NVSHMEM_HOME/lib`; loaded
 /// `RTLD_NOW | RTLD_GLOBAL` and kept loaded. NOT_LOADED when none can be found, when it lacks a
 /// function initialisation needs, or when it is not NVSHMEM 3.x.
 pub fn host() -> Result<Host> {
-    let lib = match host_library::find_loaded() {
+    let lib = match host_library::loaded() {
         Some(lib) => lib,
         None => load()?,
     };
     check(lib)
 }
 
-#[allow(unsafe_code)]
-fn load() -> Result<LoadedLibrary> {
+fn load() -> Result<&'static LoadedLibrary> {
     let mut names = vec![SONAME.to_string()];
     if let Some(home) = std::env::var_os("NVSHMEM_HOME").filter(|h| !h.is_empty()) {
         names.push(format!("{}/lib/{SONAME}", home.to_string_lossy()));
     }
     let mut tried = Vec::new();
     for name in &names {
-        let Ok(c) = CString::new(name.as_str()) else { continue };
-        // SAFETY: loading NVSHMEM's host library runs its constructors; that is what using it
-        // requires. The handle is never closed: NVSHMEM stays loaded for the life of the process.
-        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if h.is_null() {
-            tried.push(dlerror_text(name));
+        if let Err(e) = host_library::load_global(name) {
+            tried.push(e);
             continue;
         }
-        if let Some(lib) = host_library::find_loaded() {
+        if let Some(lib) = host_library::loaded() {
             return Ok(lib);
         }
         tried.push(format!("{name} was loaded but exports no nvshmemx_init_status"));
@@ -161,34 +127,26 @@ fn load() -> Result<LoadedLibrary> {
     )
 }
 
-macro_rules! required {
-    ($lib:expr, $name:literal, $ty:ty) => {{
-        let p = $lib.function($name);
-        if p.is_null() {
-            crate::fail!(NotLoaded, "{} has no {}: NVSHMEM 3.x is needed", $lib.path.display(), $name.to_string_lossy());
-        }
-        // SAFETY: a function of the library (checked by `function`): the public NVSHMEM 3.x
-        // function of this signature.
-        #[allow(unsafe_code)]
-        let f = unsafe { std::mem::transmute::<*mut c_void, $ty>(p) };
-        f
-    }};
+/// The functions initialisation and finalisation call, in the order they are checked.
+fn missing(lib: &LoadedLibrary) -> Option<&'static str> {
+    let a = &lib.api;
+    [
+        (a.hostlib_init_attr.is_some(), "nvshmemx_hostlib_init_attr"),
+        (a.hostlib_finalize.is_some(), "nvshmemx_hostlib_finalize"),
+        (a.init_status.is_some(), "nvshmemx_init_status"),
+        (a.get_uniqueid.is_some(), "nvshmemx_get_uniqueid"),
+        (a.set_attr_uniqueid_args.is_some(), "nvshmemx_set_attr_uniqueid_args"),
+        (a.my_pe.is_some(), "nvshmem_my_pe"),
+        (a.n_pes.is_some(), "nvshmem_n_pes"),
+    ]
+    .into_iter()
+    .find_map(|(present, name)| (!present).then_some(name))
 }
 
-fn check(lib: LoadedLibrary) -> Result<Host> {
-    let api = InitApi {
-        hostlib_init_attr: required!(lib, c"nvshmemx_hostlib_init_attr", unsafe extern "C" fn(c_uint, *mut InitAttrV1) -> c_int),
-        hostlib_finalize: required!(lib, c"nvshmemx_hostlib_finalize", unsafe extern "C" fn()),
-        init_status: required!(lib, c"nvshmemx_init_status", unsafe extern "C" fn() -> c_int),
-        get_uniqueid: required!(lib, c"nvshmemx_get_uniqueid", unsafe extern "C" fn(*mut UniqueIdV1) -> c_int),
-        set_attr_uniqueid_args: required!(
-            lib,
-            c"nvshmemx_set_attr_uniqueid_args",
-            unsafe extern "C" fn(c_int, c_int, *const UniqueIdV1, *mut InitAttrV1) -> c_int
-        ),
-        my_pe: required!(lib, c"nvshmem_my_pe", unsafe extern "C" fn() -> c_int),
-        n_pes: required!(lib, c"nvshmem_n_pes", unsafe extern "C" fn() -> c_int),
-    };
+fn check(lib: &'static LoadedLibrary) -> Result<Host> {
+    if let Some(name) = missing(lib) {
+        crate::fail!(NotLoaded, "{} has no {name}: NVSHMEM 3.x is needed", lib.path.display());
+    }
     let path = lib.path.display().to_string();
     // The one version reader (discovery's heap_query reports the same).
     let Some(version) = lib.version() else {
@@ -204,7 +162,7 @@ fn check(lib: LoadedLibrary) -> Result<Host> {
             version.2
         );
     }
-    Ok(Host { lib, version, api })
+    Ok(Host { lib, version })
 }
 
 impl Host {
@@ -217,11 +175,11 @@ impl Host {
     /// The init status, and the PE and PE count once NVSHMEM is bootstrapped.
     #[allow(unsafe_code)]
     pub fn state(&self) -> State {
-        // SAFETY: NVSHMEM's public functions without arguments; nvshmemx_init_status is safe at
-        // any time, my_pe and n_pes once NVSHMEM is bootstrapped.
-        let init_status = unsafe { (self.api.init_status)() };
-        if (STATUS_IS_BOOTSTRAPPED..host_library::STATUS_INVALID).contains(&init_status) {
-            State { init_status, my_pe: unsafe { (self.api.my_pe)() }, n_pes: unsafe { (self.api.n_pes)() } }
+        // Every function is present (checked by `check`); my_pe and n_pes are called only once
+        // NVSHMEM is bootstrapped.
+        let init_status = self.lib.init_status().unwrap_or(host_library::STATUS_INVALID);
+        if host_library::status_is_bootstrapped(init_status) {
+            State { init_status, my_pe: self.lib.my_pe().unwrap_or(-1), n_pes: self.lib.n_pes().unwrap_or(-1) }
         } else {
             State { init_status, my_pe: -1, n_pes: -1 }
         }
@@ -233,7 +191,8 @@ impl Host {
     pub fn get_uniqueid(&self) -> Result<[u8; UNIQUEID_BYTES]> {
         let mut id = uniqueid_initializer();
         // SAFETY: a version-1 unique id, initialised as NVSHMEM's initializer does.
-        let s = unsafe { (self.api.get_uniqueid)(&mut id) };
+        let get = self.lib.api.get_uniqueid.expect("checked by `check`");
+        let s = unsafe { get(&mut id as *mut UniqueIdV1 as *mut c_void) };
         if s != 0 {
             crate::fail!(
                 NotInitialized,
@@ -264,12 +223,14 @@ impl Host {
             )
         };
         // SAFETY: version-1 structures as NVSHMEM's initializers make them; `id` outlives the calls.
-        let s = unsafe { (self.api.set_attr_uniqueid_args)(rank, n_ranks, &id, &mut attr) };
+        let (set_args, init_attr) = (self.lib.api.set_attr_uniqueid_args, self.lib.api.hostlib_init_attr);
+        let (set_args, init_attr) = (set_args.expect("checked by `check`"), init_attr.expect("checked by `check`"));
+        let s = unsafe { set_args(rank, n_ranks, &id as *const UniqueIdV1 as *const c_void, &mut attr as *mut InitAttrV1 as *mut c_void) };
         if s != 0 {
             return Err(failed("nvshmemx_set_attr_uniqueid_args", s));
         }
         // SAFETY: as above; NVSHMEM's bootstrap, collective over the n_ranks processes.
-        let s = unsafe { (self.api.hostlib_init_attr)(INIT_WITH_UNIQUEID, &mut attr) };
+        let s = unsafe { init_attr(INIT_WITH_UNIQUEID, &mut attr as *mut InitAttrV1 as *mut c_void) };
         if s != 0 {
             return Err(failed("nvshmemx_hostlib_init_attr", s));
         }
@@ -280,8 +241,7 @@ impl Host {
     /// NOT_INITIALIZED unless NVSHMEM is initialised as PE `rank` of `n_ranks`.
     pub fn expect_initialized(&self, rank: c_int, n_ranks: c_int) -> Result<()> {
         let st = self.state();
-        let initialized = (host_library::STATUS_IS_INITIALIZED..host_library::STATUS_INVALID).contains(&st.init_status);
-        if !initialized || st.my_pe != rank || st.n_pes != n_ranks {
+        if !host_library::status_is_initialized(st.init_status) || st.my_pe != rank || st.n_pes != n_ranks {
             crate::fail!(
                 NotInitialized,
                 "{} is not initialised as PE {rank} of {n_ranks}: nvshmemx_init_status() is {}, PE {} of {} \
@@ -300,10 +260,9 @@ impl Host {
     /// initialisation leaves it).
     #[allow(unsafe_code)]
     pub fn finalize(&self) {
-        let initialized = (host_library::STATUS_IS_INITIALIZED..host_library::STATUS_INVALID).contains(&self.state().init_status);
-        if initialized {
+        if let (true, Some(finalize)) = (host_library::status_is_initialized(self.state().init_status), self.lib.api.hostlib_finalize) {
             // SAFETY: NVSHMEM is initialised; its public finalisation.
-            unsafe { (self.api.hostlib_finalize)() };
+            unsafe { finalize() };
         }
     }
 }

@@ -77,14 +77,8 @@ pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Res
 pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>) -> Result<()> {
     let (heap, f) = discover_live()?;
     let n = heap.n_pes as usize;
-    if f.peer_heap_base_remote == 0 {
-        crate::fail!(UnsupportedLayout, "peer_heap_base_remote is NULL");
-    }
-    let mut bytes = vec![0u8; n * 8];
-    crate::nvshmem::cuda::copy_to_host(&mut bytes, f.peer_heap_base_remote)
-        .map_err(|m| crate::abi::status::Error::new(Status::CudaError, m))?;
+    let bases = discovery::peer_heap_bases(&f, n)?;
     let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
-    let specs: Vec<PeerSpec> =
-        bytes.chunks_exact(8).zip(ranks).map(|(b, rank)| PeerSpec { rank, base: usize::from_ne_bytes(b.try_into().unwrap()) }).collect();
+    let specs: Vec<PeerSpec> = bases.into_iter().zip(ranks).map(|(base, rank)| PeerSpec { rank, base }).collect();
     TABLE.set_peers(&Peers::new(&heap, &specs)?)
 }
