@@ -19,10 +19,8 @@
 # one 64 MiB row of window 4, window 100, at most 4 timed windows per measurement and about 4 MiB
 # per rank), UXN_MB_GPU (default 0: CUDA_VISIBLE_DEVICES), UXN_MB_TIMEOUT (per variant, default
 # 300 s), UXN_MB_JOBS (build parallelism, default nproc), UPCXX_THREADMODE (default seq).
-# Wall time with the defaults, measured on 1 x H200 (16 cores; 2026-12-01): setup.sh and the
-# build 22 s, then nvshmem 19 s, heap_copy 35 s, upcxx_heap 73 s, upcxx_own 69 s: 3.7 min in all
-# (about 7 min with both releases). upcxx::copy of device memory goes through host bounce buffers:
-# its two variants take most of it; UXN_MB_VARIANTS="nvshmem heap_copy" takes under a minute.
+# upcxx::copy of device memory goes through host bounce buffers, so its two variants take most
+# of the wall time; UXN_MB_VARIANTS="nvshmem heap_copy" runs only the fast ones.
 # Exit status 0 when every variant ran to SUCCESS.
 set -u
 OUTDIR=${1:?usage: gpu/run-microbench.sh OUTDIR}

@@ -31,7 +31,7 @@ enum class nvshmem_errc {
 };
 
 /// An error of the C library, of a CUDA call, or of a collective step. status() is the C status
-/// (for conditions of the C++ layer alone, the closest one, as earlier releases reported them);
+/// (for conditions of the C++ layer alone, the closest C status);
 /// errc() says which condition it is; what() names the function, address, range, PE or rank.
 /// Collective steps throw on every rank together: the same status and errc, failed_rank() set.
 class nvshmem_error : public std::runtime_error {
