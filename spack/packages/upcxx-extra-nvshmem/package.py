@@ -29,7 +29,7 @@ class UpcxxExtraNvshmem(CMakePackage):
     depends_on("cmake@3.20:", type="build")
     depends_on("rust@1.85:", type="build")
     depends_on("c", type="build")
-    depends_on("binutils", type="build", when="~debuginfo")  # strip
+    # ~debuginfo (the default) strips the installed files with the system's `strip` (binutils).
 
     # What a program built against the install needs: the C++ layer's UPC++ with CUDA, the
     # NVSHMEM host library (3.x: libnvshmem_host.so.3) and CUDA. The installed CMake package
