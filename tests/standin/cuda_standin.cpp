@@ -1,0 +1,1079 @@
+// upcxx-extra-nvshmem test stand-in for the CUDA driver AND runtime (built as libcuda.so.1), over
+// host memory. Never installed; see README.md for what it models and what it cannot show.
+//
+// Model: "device memory" is host memory registered with a device (cudaMalloc / cuMemAlloc, and the
+// ranges the NVSHMEM stand-in registers). Streams are FIFO queues, each run by its own worker
+// thread; an operation waits for its dependencies (the legacy default stream's implicit
+// synchronisation, cudaStreamWaitEvent) before it runs. Copies land after a delay. Events record
+// a position in a stream. Everything is guarded by one mutex; completions notify one condition
+// variable.
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "standin_control.h"
+
+#define UXN_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+struct Stream;
+struct Dep {
+    Stream *s;
+    uint64_t upto;  // satisfied when s->completed >= upto
+};
+struct Op {
+    enum Kind { Copy, Memset, HostFn, Marker } kind = Marker;
+    void *dst = nullptr;
+    const void *src = nullptr;
+    size_t n = 0;
+    int value = 0;
+    cudaHostFn_t fn = nullptr;
+    void *arg = nullptr;
+    bool fail = false;
+    unsigned delay_us = 0;
+    uint64_t index = 0;
+    std::vector<Dep> deps;
+};
+struct Stream {
+    int device = 0;
+    bool legacy = false;
+    bool blocking = true;  // synchronises with the legacy stream
+    bool destroyed = false;
+    bool worker = false;
+    std::deque<Op> q;
+    uint64_t enqueued = 0, completed = 0;
+    std::vector<uint64_t> failed;  // indices of failed copies not yet reported by a synchronize
+    bool fail_since_record = false;
+};
+struct Event {
+    Stream *s = nullptr;
+    uint64_t upto = 0;
+    bool error = false;
+    bool destroyed = false;
+};
+struct Ctx {
+    int device;
+};
+struct Range {
+    size_t size;
+    int device;
+    bool owned;  // cudaMalloc'd (freed by cudaFree)
+};
+
+// Leaked on purpose: worker threads may outlive static destruction.
+struct Global {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Stream *> streams[kMaxDevices];  // every live non-legacy stream, per device
+    Stream *legacy[kMaxDevices] = {};
+    std::mutex mem_mu;
+    std::map<uintptr_t, Range> ranges;
+    Ctx ctx[kMaxDevices];
+};
+Global &G() {
+    static Global *g = [] {
+        auto *g = new Global;
+        for (int i = 0; i < kMaxDevices; ++i) g->ctx[i].device = i;
+        return g;
+    }();
+    return *g;
+}
+
+std::atomic<bool> g_touched{false}, g_forked{false};
+std::atomic<unsigned> g_delay_us{200};
+std::atomic<int> g_fail_next{0};
+std::atomic<long> g_failed_copies{0}, g_async_copies{0};
+int g_devices = 1;
+
+void on_fork_child() {
+    if (g_touched.load()) g_forked.store(true);
+}
+
+__attribute__((constructor)) void standin_init() {
+    if (const char *e = getenv("UXN_STANDIN_GPUS")) {
+        int n = atoi(e);
+        g_devices = n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
+    }
+    if (const char *e = getenv("UXN_STANDIN_COPY_DELAY_US")) g_delay_us = (unsigned)strtoul(e, nullptr, 10);
+    pthread_atfork(nullptr, nullptr, on_fork_child);
+}
+
+thread_local cudaError_t t_last_error = cudaSuccess;
+thread_local std::vector<Ctx *> t_ctx;  // the context stack; back() is current
+
+Ctx *current_ctx() { return t_ctx.empty() ? nullptr : t_ctx.back(); }
+void set_current(Ctx *c) {
+    if (t_ctx.empty())
+        t_ctx.push_back(c);
+    else
+        t_ctx.back() = c;
+}
+// The runtime's implicit initialisation: a current context on the calling thread.
+int runtime_device() {
+    Ctx *c = current_ctx();
+    if (!c) {
+        set_current(&G().ctx[0]);
+        c = current_ctx();
+    }
+    return c ? c->device : 0;
+}
+
+cudaError_t rt(cudaError_t e) {
+    if (e != cudaSuccess && e != cudaErrorNotReady) t_last_error = e;
+    return e;
+}
+// Entry of every runtime call that initialises: the fork rule and the implicit context.
+#define RT_ENTER()                                                          \
+    do {                                                                    \
+        if (g_forked.load()) return rt(cudaErrorInitializationError);       \
+        g_touched.store(true);                                              \
+        if (g_devices == 0) return rt(cudaErrorNoDevice);                   \
+    } while (0)
+#define DRV_ENTER()                                                          \
+    do {                                                                     \
+        if (g_forked.load()) return CUDA_ERROR_NOT_INITIALIZED;              \
+    } while (0)
+
+// ---------------------------------------------------------------- streams
+void worker_main(Stream *s) {
+    Global &g = G();
+    std::unique_lock<std::mutex> lk(g.mu);
+    for (;;) {
+        g.cv.wait(lk, [&] { return !s->q.empty() || s->destroyed; });
+        if (s->q.empty()) break;  // destroyed and drained
+        {
+            Op &head = s->q.front();
+            g.cv.wait(lk, [&] {
+                for (const Dep &d : head.deps)
+                    if (d.s->completed < d.upto) return false;
+                return true;
+            });
+        }
+        Op op = std::move(s->q.front());
+        s->q.pop_front();
+        lk.unlock();
+        switch (op.kind) {
+            case Op::Copy:
+                if (op.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(op.delay_us));
+                if (op.fail)
+                    g_failed_copies.fetch_add(1);
+                else if (op.n)
+                    std::memmove(op.dst, op.src, op.n);
+                break;
+            case Op::Memset:
+                if (op.n) std::memset(op.dst, op.value, op.n);
+                break;
+            case Op::HostFn:
+                op.fn(op.arg);
+                break;
+            case Op::Marker:
+                break;
+        }
+        lk.lock();
+        s->completed = op.index;
+        g.cv.notify_all();
+    }
+    s->worker = false;
+    g.cv.notify_all();
+}
+
+Stream *legacy_stream(int dev) {  // g.mu held
+    Global &g = G();
+    if (!g.legacy[dev]) {
+        auto *s = new Stream;
+        s->device = dev;
+        s->legacy = true;
+        g.legacy[dev] = s;
+    }
+    return g.legacy[dev];
+}
+
+struct PerThreadStreams {
+    Stream *s[kMaxDevices] = {};
+    ~PerThreadStreams() {
+        Global &g = G();
+        std::lock_guard<std::mutex> lk(g.mu);
+        for (Stream *x : s)
+            if (x) x->destroyed = true;
+        g.cv.notify_all();
+    }
+};
+thread_local PerThreadStreams t_pts;
+
+Stream *new_stream(int dev, bool blocking) {  // g.mu held
+    auto *s = new Stream;
+    s->device = dev;
+    s->blocking = blocking;
+    G().streams[dev].push_back(s);
+    return s;
+}
+
+// The stream a handle means for device `dev` (0, legacy and per-thread are special). g.mu held.
+Stream *resolve(const void *h, int dev) {
+    uintptr_t v = reinterpret_cast<uintptr_t>(h);
+    if (v == 0 || v == reinterpret_cast<uintptr_t>(cudaStreamLegacy)) return legacy_stream(dev);
+    if (v == reinterpret_cast<uintptr_t>(cudaStreamPerThread)) {
+        Stream *&s = t_pts.s[dev];
+        if (!s) s = new_stream(dev, true);
+        return s;
+    }
+    return reinterpret_cast<Stream *>(const_cast<void *>(h));
+}
+
+// Enqueues op on s with the legacy stream's implicit ordering. g.mu held. Returns the op's index.
+uint64_t enqueue(Stream *s, Op op) {
+    Global &g = G();
+    if (s->legacy) {
+        for (Stream *b : g.streams[s->device])
+            if (b->blocking && b->completed < b->enqueued) op.deps.push_back({b, b->enqueued});
+    } else if (s->blocking) {
+        Stream *l = legacy_stream(s->device);
+        if (l->completed < l->enqueued) op.deps.push_back({l, l->enqueued});
+    }
+    op.index = ++s->enqueued;
+    if (op.kind == Op::Copy && op.fail) {
+        s->failed.push_back(op.index);
+        s->fail_since_record = true;
+    }
+    s->q.push_back(std::move(op));
+    if (!s->worker) {
+        s->worker = true;
+        std::thread(worker_main, s).detach();
+    }
+    g.cv.notify_all();
+    return s->enqueued;
+}
+
+// Waits until s has completed `upto`; reports (and forgets) the failed copies up to there. g.mu held.
+bool wait_stream(std::unique_lock<std::mutex> &lk, Stream *s, uint64_t upto) {
+    G().cv.wait(lk, [&] { return s->completed >= upto; });
+    bool err = false;
+    for (auto it = s->failed.begin(); it != s->failed.end();) {
+        if (*it <= upto) {
+            err = true;
+            it = s->failed.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return err;
+}
+
+bool valid_device(int d) { return d >= 0 && d < g_devices; }
+
+cudaError_t async_copy(void *dst, const void *src, size_t n, const void *stream, int dev, bool count_as_async) {
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (s->destroyed) return cudaErrorInvalidResourceHandle;
+    Op op;
+    op.kind = Op::Copy;
+    op.dst = dst;
+    op.src = src;
+    op.n = n;
+    op.delay_us = g_delay_us.load();
+    if (count_as_async) {
+        g_async_copies.fetch_add(1);
+        int f = g_fail_next.load();
+        while (f > 0 && !g_fail_next.compare_exchange_weak(f, f - 1)) {
+        }
+        op.fail = f > 0;
+    }
+    enqueue(s, std::move(op));
+    return cudaSuccess;
+}
+
+// A synchronous operation: on the legacy stream, then waited for.
+cudaError_t sync_op(Op op, int dev) {
+    Global &g = G();
+    std::unique_lock<std::mutex> lk(g.mu);
+    Stream *s = legacy_stream(dev);
+    uint64_t i = enqueue(s, std::move(op));
+    wait_stream(lk, s, i);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- memory registry
+bool lookup(const void *p, uintptr_t *base, Range *r) {
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mem_mu);
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = g.ranges.upper_bound(a);
+    if (it == g.ranges.begin()) return false;
+    --it;
+    if (a >= it->first + (it->second.size ? it->second.size : 1)) return false;
+    if (base) *base = it->first;
+    if (r) *r = it->second;
+    return true;
+}
+
+void *device_alloc(size_t n, int dev) {
+    size_t sz = (n + 255) & ~size_t(255);
+    void *p = nullptr;
+    if (posix_memalign(&p, 4096, sz ? sz : 256) != 0) return nullptr;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mem_mu);
+    g.ranges[reinterpret_cast<uintptr_t>(p)] = Range{n, dev, true};
+    return p;
+}
+bool device_free(void *p) {
+    Global &g = G();
+    {
+        std::lock_guard<std::mutex> lk(g.mem_mu);
+        auto it = g.ranges.find(reinterpret_cast<uintptr_t>(p));
+        if (it == g.ranges.end() || !it->second.owned) return false;
+        g.ranges.erase(it);
+    }
+    free(p);
+    return true;
+}
+
+const char *rt_name(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError: return "cudaErrorInitializationError";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        case cudaErrorUnknown: return "cudaErrorUnknown";
+        default: return "cudaErrorStandinOther";
+    }
+}
+const char *rt_string(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInitializationError: return "initialization error";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+        case cudaErrorNotSupported: return "operation not supported";
+        case cudaErrorUnknown: return "unknown error (stand-in: injected copy failure)";
+        default: return "error (stand-in)";
+    }
+}
+const char *drv_name(CUresult r) {
+    switch (r) {
+        case CUDA_SUCCESS: return "CUDA_SUCCESS";
+        case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+        case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+        case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+        case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+        case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+        case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+        case CUDA_ERROR_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+        case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+        case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+        case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+        case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
+        case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+        default: return nullptr;
+    }
+}
+const char *drv_string(CUresult r) {
+    switch (r) {
+        case CUDA_SUCCESS: return "no error";
+        case CUDA_ERROR_INVALID_VALUE: return "invalid argument";
+        case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
+        case CUDA_ERROR_NOT_INITIALIZED: return "initialization error";
+        case CUDA_ERROR_NO_DEVICE: return "no CUDA-capable device is detected";
+        case CUDA_ERROR_INVALID_DEVICE: return "invalid device ordinal";
+        case CUDA_ERROR_INVALID_CONTEXT: return "invalid device context";
+        case CUDA_ERROR_NO_BINARY_FOR_GPU: return "no kernel image is available (stand-in: no PTX)";
+        case CUDA_ERROR_INVALID_HANDLE: return "invalid resource handle";
+        case CUDA_ERROR_NOT_FOUND: return "named symbol not found";
+        case CUDA_ERROR_NOT_READY: return "device not ready";
+        case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported";
+        case CUDA_ERROR_UNKNOWN: return "unknown error (stand-in: injected copy failure)";
+        default: return nullptr;
+    }
+}
+CUresult to_drv(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return CUDA_SUCCESS;
+        case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
+        case cudaErrorUnknown: return CUDA_ERROR_UNKNOWN;
+        case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
+        case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
+        case cudaErrorInitializationError: return CUDA_ERROR_NOT_INITIALIZED;
+        case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
+        default: return CUDA_ERROR_UNKNOWN;
+    }
+}
+
+// Shared by both APIs ---------------------------------------------------------
+cudaError_t event_record(Event *e, const void *stream, int dev) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (e->destroyed) return cudaErrorInvalidResourceHandle;
+    Stream *s = resolve(stream, dev);
+    Op op;
+    op.kind = Op::Marker;
+    uint64_t i = enqueue(s, std::move(op));
+    e->s = s;
+    e->upto = i;
+    e->error = s->fail_since_record;
+    s->fail_since_record = false;
+    return cudaSuccess;
+}
+cudaError_t event_query(Event *e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (!e->s) return cudaSuccess;
+    if (e->s->completed < e->upto) return cudaErrorNotReady;
+    return e->error ? cudaErrorUnknown : cudaSuccess;
+}
+cudaError_t event_sync(Event *e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    Global &g = G();
+    std::unique_lock<std::mutex> lk(g.mu);
+    if (!e->s) return cudaSuccess;
+    Stream *s = e->s;
+    uint64_t upto = e->upto;
+    g.cv.wait(lk, [&] { return s->completed >= upto; });
+    return e->error ? cudaErrorUnknown : cudaSuccess;
+}
+cudaError_t stream_sync(const void *stream, int dev) {
+    Global &g = G();
+    std::unique_lock<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    uint64_t upto = s->enqueued;
+    if (s->legacy) {  // waits for the blocking streams too (the legacy stream's rule)
+        Op op;
+        upto = enqueue(s, std::move(op));
+    }
+    return wait_stream(lk, s, upto) ? cudaErrorUnknown : cudaSuccess;
+}
+cudaError_t device_sync(int dev) {
+    Global &g = G();
+    std::unique_lock<std::mutex> lk(g.mu);
+    std::vector<std::pair<Stream *, uint64_t>> all;
+    Stream *l = legacy_stream(dev);
+    all.push_back({l, l->enqueued});
+    for (Stream *s : g.streams[dev]) all.push_back({s, s->enqueued});
+    bool err = false;
+    for (auto &p : all) err |= wait_stream(lk, p.first, p.second);
+    return err ? cudaErrorUnknown : cudaSuccess;
+}
+cudaError_t stream_destroy(const void *h) {
+    uintptr_t v = reinterpret_cast<uintptr_t>(h);
+    if (v <= 2) return cudaErrorInvalidResourceHandle;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = reinterpret_cast<Stream *>(const_cast<void *>(h));
+    if (s->destroyed) return cudaErrorInvalidResourceHandle;
+    s->destroyed = true;  // pending work still runs; the Stream is never freed (events may name it)
+    auto &v2 = g.streams[s->device];
+    for (auto it = v2.begin(); it != v2.end(); ++it)
+        if (*it == s) {
+            v2.erase(it);
+            break;
+        }
+    // Keep it ordered for the legacy stream until drained: nothing else to do (deps hold pointers).
+    g.cv.notify_all();
+    return cudaSuccess;
+}
+cudaError_t stream_wait_event(const void *stream, Event *e, int dev) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (!e->s) return cudaSuccess;
+    Op op;
+    op.deps.push_back({e->s, e->upto});
+    enqueue(s, std::move(op));
+    return cudaSuccess;
+}
+
+}  // namespace
+
+// =============================================================== control API
+UXN_EXPORT int uxn_standin_present(void) { return 1; }
+UXN_EXPORT unsigned uxn_standin_set_copy_delay_us(unsigned us) { return g_delay_us.exchange(us); }
+UXN_EXPORT unsigned uxn_standin_copy_delay_us(void) { return g_delay_us.load(); }
+UXN_EXPORT int uxn_standin_fail_next_copies(int n) { return g_fail_next.exchange(n < 0 ? 0 : n); }
+UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load(); }
+UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
+UXN_EXPORT int uxn_standin_register_device_range(void *base, size_t size, int device) {
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mem_mu);
+    g.ranges[reinterpret_cast<uintptr_t>(base)] = Range{size, device, false};
+    return 0;
+}
+UXN_EXPORT int uxn_standin_unregister_device_range(void *base) {
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mem_mu);
+    return g.ranges.erase(reinterpret_cast<uintptr_t>(base)) ? 0 : -1;
+}
+UXN_EXPORT int uxn_standin_device_of(const void *p) {
+    Range r;
+    return lookup(p, nullptr, &r) ? r.device : -1;
+}
+UXN_EXPORT void uxn_standin_drain(void) {
+    if (g_forked.load()) return;
+    for (int d = 0; d < g_devices; ++d) device_sync(d);
+}
+
+// =============================================================== runtime API
+UXN_EXPORT const char *cudaGetErrorName(cudaError_t e) { return rt_name(e); }
+UXN_EXPORT const char *cudaGetErrorString(cudaError_t e) { return rt_string(e); }
+UXN_EXPORT cudaError_t cudaGetLastError(void) {
+    cudaError_t e = t_last_error;
+    t_last_error = cudaSuccess;
+    return e;
+}
+UXN_EXPORT cudaError_t cudaPeekAtLastError(void) { return t_last_error; }
+UXN_EXPORT cudaError_t cudaGetDeviceCount(int *n) {
+    if (g_forked.load()) return rt(cudaErrorInitializationError);
+    if (!n) return rt(cudaErrorInvalidValue);
+    *n = g_devices;
+    return g_devices ? cudaSuccess : rt(cudaErrorNoDevice);
+}
+UXN_EXPORT cudaError_t cudaDriverGetVersion(int *v) {
+    if (!v) return rt(cudaErrorInvalidValue);
+    *v = CUDA_VERSION;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaRuntimeGetVersion(int *v) {
+    if (!v) return rt(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaSetDevice(int d) {
+    RT_ENTER();
+    if (!valid_device(d)) return rt(cudaErrorInvalidDevice);
+    set_current(&G().ctx[d]);
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaGetDevice(int *d) {
+    RT_ENTER();
+    if (!d) return rt(cudaErrorInvalidValue);
+    *d = runtime_device();
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaSetDeviceFlags(unsigned) {
+    RT_ENTER();
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int a, int b) {
+    RT_ENTER();
+    if (!can || !valid_device(a) || !valid_device(b)) return rt(cudaErrorInvalidDevice);
+    *can = a != b;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned) {
+    RT_ENTER();
+    return valid_device(peer) ? cudaSuccess : rt(cudaErrorInvalidDevice);
+}
+UXN_EXPORT cudaError_t cudaMalloc(void **p, size_t n) {
+    RT_ENTER();
+    if (!p) return rt(cudaErrorInvalidValue);
+    int dev = runtime_device();
+    if (n == 0) {
+        *p = nullptr;
+        return cudaSuccess;
+    }
+    *p = device_alloc(n, dev);
+    return *p ? cudaSuccess : rt(cudaErrorMemoryAllocation);
+}
+UXN_EXPORT cudaError_t cudaFree(void *p) {
+    RT_ENTER();
+    runtime_device();
+    if (!p) return cudaSuccess;
+    // cudaFree synchronises the device, as the real one does.
+    device_sync(uxn_standin_device_of(p) >= 0 ? uxn_standin_device_of(p) : runtime_device());
+    return device_free(p) ? cudaSuccess : rt(cudaErrorInvalidValue);
+}
+UXN_EXPORT cudaError_t cudaMallocHost(void **p, size_t n) {
+    RT_ENTER();
+    if (!p) return rt(cudaErrorInvalidValue);
+    *p = malloc(n ? n : 1);
+    return *p ? cudaSuccess : rt(cudaErrorMemoryAllocation);
+}
+UXN_EXPORT cudaError_t cudaHostAlloc(void **p, size_t n, unsigned) { return cudaMallocHost(p, n); }
+UXN_EXPORT cudaError_t cudaFreeHost(void *p) {
+    RT_ENTER();
+    free(p);
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaHostRegister(void *, size_t, unsigned) {
+    RT_ENTER();
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaHostUnregister(void *) {
+    RT_ENTER();
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaMemGetInfo(size_t *free_, size_t *total) {
+    RT_ENTER();
+    if (free_) *free_ = size_t(64) << 30;
+    if (total) *total = size_t(80) << 30;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    RT_ENTER();
+    if (!a) return rt(cudaErrorInvalidValue);
+    std::memset(a, 0, sizeof *a);
+    Range r;
+    if (lookup(p, nullptr, &r)) {
+        a->type = cudaMemoryTypeDevice;
+        a->device = r.device;
+        a->devicePointer = const_cast<void *>(p);
+        a->hostPointer = nullptr;
+    } else {
+        a->type = cudaMemoryTypeUnregistered;
+        a->device = -2;
+        a->devicePointer = nullptr;
+        a->hostPointer = const_cast<void *>(p);
+    }
+    return cudaSuccess;
+}
+static bool valid_kind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault; }
+UXN_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
+    RT_ENTER();
+    if (!valid_kind(k)) return rt(cudaErrorInvalidMemcpyDirection);
+    if (n && (!dst || !src)) return rt(cudaErrorInvalidValue);
+    Op op;
+    op.kind = Op::Copy;
+    op.dst = dst;
+    op.src = src;
+    op.n = n;
+    op.delay_us = g_delay_us.load();
+    return sync_op(std::move(op), runtime_device());
+}
+UXN_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t s) {
+    RT_ENTER();
+    if (!valid_kind(k)) return rt(cudaErrorInvalidMemcpyDirection);
+    if (n && (!dst || !src)) return rt(cudaErrorInvalidValue);
+    return rt(async_copy(dst, src, n, s, runtime_device(), true));
+}
+UXN_EXPORT cudaError_t cudaMemcpyPeer(void *dst, int, const void *src, int, size_t n) {
+    return cudaMemcpy(dst, src, n, cudaMemcpyDefault);
+}
+UXN_EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int, const void *src, int, size_t n, cudaStream_t s) {
+    return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
+}
+UXN_EXPORT cudaError_t cudaMemset(void *p, int v, size_t n) {
+    RT_ENTER();
+    if (n && !p) return rt(cudaErrorInvalidValue);
+    Op op;
+    op.kind = Op::Memset;
+    op.dst = p;
+    op.value = v;
+    op.n = n;
+    return sync_op(std::move(op), runtime_device());
+}
+UXN_EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t stream) {
+    RT_ENTER();
+    if (n && !p) return rt(cudaErrorInvalidValue);
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    Op op;
+    op.kind = Op::Memset;
+    op.dst = p;
+    op.value = v;
+    op.n = n;
+    enqueue(s, std::move(op));
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+    RT_ENTER();
+    return rt(device_sync(runtime_device()));
+}
+UXN_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    RT_ENTER();
+    if (!s) return rt(cudaErrorInvalidValue);
+    int dev = runtime_device();
+    std::lock_guard<std::mutex> lk(G().mu);
+    *s = reinterpret_cast<cudaStream_t>(new_stream(dev, !(flags & cudaStreamNonBlocking)));
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+UXN_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int) {
+    return cudaStreamCreateWithFlags(s, flags);
+}
+UXN_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    RT_ENTER();
+    return rt(stream_destroy(s));
+}
+UXN_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    RT_ENTER();
+    return rt(stream_sync(s, runtime_device()));
+}
+UXN_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    RT_ENTER();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    return s->completed >= s->enqueued ? cudaSuccess : cudaErrorNotReady;
+}
+UXN_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned *flags) {
+    RT_ENTER();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    if (flags) *flags = s->blocking ? cudaStreamDefault : cudaStreamNonBlocking;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+    RT_ENTER();
+    return rt(stream_wait_event(s, reinterpret_cast<Event *>(e), runtime_device()));
+}
+UXN_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *arg) {
+    RT_ENTER();
+    if (!fn) return rt(cudaErrorInvalidValue);
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    Op op;
+    op.kind = Op::HostFn;
+    op.fn = fn;
+    op.arg = arg;
+    enqueue(s, std::move(op));
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
+    RT_ENTER();
+    if (!e) return rt(cudaErrorInvalidValue);
+    runtime_device();
+    *e = reinterpret_cast<cudaEvent_t>(new Event);
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
+UXN_EXPORT cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    RT_ENTER();
+    return rt(event_record(reinterpret_cast<Event *>(e), s, runtime_device()));
+}
+UXN_EXPORT cudaError_t cudaEventQuery(cudaEvent_t e) {
+    RT_ENTER();
+    return rt(event_query(reinterpret_cast<Event *>(e)));
+}
+UXN_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    RT_ENTER();
+    return rt(event_sync(reinterpret_cast<Event *>(e)));
+}
+UXN_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    RT_ENTER();
+    if (!e) return rt(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::mutex> lk(G().mu);
+    reinterpret_cast<Event *>(e)->destroyed = true;  // never freed: a stale handle stays harmless
+    return cudaSuccess;
+}
+
+// =============================================================== driver API
+UXN_EXPORT CUresult cuGetErrorName(CUresult r, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    *s = drv_name(r);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+UXN_EXPORT CUresult cuGetErrorString(CUresult r, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    *s = drv_string(r);
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+UXN_EXPORT CUresult cuInit(unsigned) {
+    DRV_ENTER();
+    g_touched.store(true);
+    return g_devices ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+UXN_EXPORT CUresult cuDriverGetVersion(int *v) {
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    *v = CUDA_VERSION;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceGetCount(int *n) {
+    DRV_ENTER();
+    if (!n) return CUDA_ERROR_INVALID_VALUE;
+    *n = g_devices;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    DRV_ENTER();
+    if (!d || !valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *d = ordinal;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    DRV_ENTER();
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, size_t(len), "upcxx-extra-nvshmem CUDA stand-in %d", d);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *u, CUdevice d) {
+    DRV_ENTER();
+    if (!u) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    std::memset(u->bytes, 0, sizeof u->bytes);
+    std::memcpy(u->bytes, "uxnstandin", 10);
+    u->bytes[15] = char(d);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) {
+    DRV_ENTER();
+    if (!b) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *b = size_t(80) << 30;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    DRV_ENTER();
+    if (!v) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    switch (a) {
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
+        case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = d; break;
+        default: *v = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+    DRV_ENTER();
+    g_touched.store(true);
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+    *c = reinterpret_cast<CUcontext>(&G().ctx[d]);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    DRV_ENTER();
+    return valid_device(d) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+UXN_EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
+    DRV_ENTER();
+    if (c == nullptr) {
+        if (!t_ctx.empty()) t_ctx.pop_back();
+        return CUDA_SUCCESS;
+    }
+    set_current(reinterpret_cast<Ctx *>(c));
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuCtxGetCurrent(CUcontext *c) {
+    DRV_ENTER();
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    *c = reinterpret_cast<CUcontext>(current_ctx());
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext c) {
+    DRV_ENTER();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    t_ctx.push_back(reinterpret_cast<Ctx *>(c));
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *c) {
+    DRV_ENTER();
+    if (t_ctx.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (c) *c = reinterpret_cast<CUcontext>(t_ctx.back());
+    t_ctx.pop_back();
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+    DRV_ENTER();
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    Ctx *c = current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = c->device;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuCtxSynchronize(void) {
+    DRV_ENTER();
+    Ctx *c = current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    return to_drv(device_sync(c->device));
+}
+static int drv_device() {
+    Ctx *c = current_ctx();
+    return c ? c->device : -1;
+}
+UXN_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
+    DRV_ENTER();
+    int dev = drv_device();
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!p || n == 0) return CUDA_ERROR_INVALID_VALUE;
+    void *q = device_alloc(n, dev);
+    if (!q) return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = reinterpret_cast<CUdeviceptr>(q);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+    DRV_ENTER();
+    if (!p) return CUDA_SUCCESS;
+    int dev = uxn_standin_device_of(reinterpret_cast<void *>(p));
+    if (dev >= 0) device_sync(dev);
+    return device_free(reinterpret_cast<void *>(p)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+UXN_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    DRV_ENTER();
+    uintptr_t b;
+    Range r;
+    if (!lookup(reinterpret_cast<void *>(p), &b, &r)) return CUDA_ERROR_NOT_FOUND;
+    if (base) *base = CUdeviceptr(b);
+    if (size) *size = r.size;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr p) {
+    DRV_ENTER();
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t b;
+    Range r;
+    if (!lookup(reinterpret_cast<void *>(p), &b, &r)) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int *>(data) = r.device; break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned *>(data) = CU_MEMORYTYPE_DEVICE; break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext *>(data) = reinterpret_cast<CUcontext>(&G().ctx[r.device]); break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr *>(data) = p; break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *static_cast<void **>(data) = nullptr; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr *>(data) = CUdeviceptr(b); break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t *>(data) = r.size; break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<unsigned *>(data) = 0; break;
+        default: return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    return CUDA_SUCCESS;
+}
+static CUresult drv_copy_sync(void *dst, const void *src, size_t n) {
+    int dev = drv_device();
+    if (dev < 0) dev = 0;
+    Op op;
+    op.kind = Op::Copy;
+    op.dst = dst;
+    op.src = src;
+    op.n = n;
+    return to_drv(sync_op(std::move(op), dev));
+}
+UXN_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    DRV_ENTER();
+    return drv_copy_sync(dst, reinterpret_cast<const void *>(src), n);
+}
+UXN_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    DRV_ENTER();
+    return drv_copy_sync(reinterpret_cast<void *>(dst), src, n);
+}
+UXN_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    DRV_ENTER();
+    return drv_copy_sync(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), n);
+}
+static CUresult drv_copy_async(void *dst, const void *src, size_t n, CUstream s) {
+    int dev = drv_device();
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (s && reinterpret_cast<uintptr_t>(s) > 2) dev = reinterpret_cast<Stream *>(s)->device;
+    return to_drv(async_copy(dst, src, n, s, dev, true));
+}
+UXN_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    DRV_ENTER();
+    return drv_copy_async(dst, reinterpret_cast<const void *>(src), n, s);
+}
+UXN_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    DRV_ENTER();
+    return drv_copy_async(reinterpret_cast<void *>(dst), src, n, s);
+}
+UXN_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    DRV_ENTER();
+    return drv_copy_async(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), n, s);
+}
+UXN_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n, CUstream s) {
+    DRV_ENTER();
+    return drv_copy_async(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), n, s);
+}
+UXN_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    DRV_ENTER();
+    return drv_copy_async(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), n, s);
+}
+UXN_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    DRV_ENTER();
+    int dev = drv_device();
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    std::lock_guard<std::mutex> lk(G().mu);
+    *s = reinterpret_cast<CUstream>(new_stream(dev, !(flags & CU_STREAM_NON_BLOCKING)));
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+    DRV_ENTER();
+    return to_drv(stream_destroy(s));
+}
+UXN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    DRV_ENTER();
+    int dev = drv_device();
+    return to_drv(stream_sync(s, dev < 0 ? 0 : dev));
+}
+UXN_EXPORT CUresult cuEventCreate(CUevent *e, unsigned) {
+    DRV_ENTER();
+    if (!e) return CUDA_ERROR_INVALID_VALUE;
+    if (drv_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *e = reinterpret_cast<CUevent>(new Event);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    DRV_ENTER();
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    std::lock_guard<std::mutex> lk(G().mu);
+    reinterpret_cast<Event *>(e)->destroyed = true;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    DRV_ENTER();
+    int dev = drv_device();
+    if (s && reinterpret_cast<uintptr_t>(s) > 2) dev = reinterpret_cast<Stream *>(s)->device;
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    return to_drv(event_record(reinterpret_cast<Event *>(e), s, dev));
+}
+UXN_EXPORT CUresult cuEventQuery(CUevent e) {
+    DRV_ENTER();
+    return to_drv(event_query(reinterpret_cast<Event *>(e)));
+}
+UXN_EXPORT CUresult cuEventSynchronize(CUevent e) {
+    DRV_ENTER();
+    return to_drv(event_sync(reinterpret_cast<Event *>(e)));
+}
+UXN_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned) {
+    DRV_ENTER();
+    int dev = drv_device();
+    return to_drv(stream_wait_event(s, reinterpret_cast<Event *>(e), dev < 0 ? 0 : dev));
+}
+// No PTX, no kernels: module loading fails as on a GPU without a binary for it.
+UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *) {
+    DRV_ENTER();
+    if (m) *m = nullptr;
+    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+}
+UXN_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *, size_t *, CUmodule, const char *) {
+    DRV_ENTER();
+    return CUDA_ERROR_INVALID_HANDLE;
+}
+UXN_EXPORT CUresult cuModuleUnload(CUmodule) {
+    DRV_ENTER();
+    return CUDA_ERROR_INVALID_HANDLE;
+}

@@ -1,0 +1,261 @@
+// Smoke test (a) of the CUDA stand-in, no UPC++: devices, memory registration, streams, events,
+// ordering (in-stream, cudaStreamWaitEvent, the legacy and per-thread default streams,
+// non-blocking streams), copy delays, host functions, failure injection, the driver API, and
+// fork() (a child of a process that never touched CUDA works; a child of one that did gets
+// initialisation errors). Prints "RESULT cuda_smoke PASS" on success.
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "standin_control.h"
+
+static int failures = 0;
+#define CHECK(c)                                                             \
+    do {                                                                     \
+        if (!(c)) {                                                          \
+            std::printf("CHECK FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);    \
+            ++failures;                                                      \
+        }                                                                    \
+    } while (0)
+#define OK(e) CHECK((e) == cudaSuccess)
+
+static int child_status(pid_t p) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+static bool wait_true(const std::atomic<int> &f, int ms) {
+    for (int i = 0; i < ms && !f.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return f.load() != 0;
+}
+static void CUDART_CB host_fn(void *arg) {
+    auto *a = static_cast<std::pair<const char *, std::atomic<int> *> *>(arg);
+    a->second->store(a->first[0] == 7 ? 1 : 2);
+}
+
+int main() {
+    // fork() before any CUDA call (as GASNet's smp conduit forks its ranks): the child works.
+    pid_t p = fork();
+    if (p == 0) {
+        void *d = nullptr;
+        _exit(cudaMalloc(&d, 64) == cudaSuccess && cudaFree(d) == cudaSuccess ? 0 : 1);
+    }
+    CHECK(child_status(p) == 0);
+
+    int n = -1;
+    OK(cudaGetDeviceCount(&n));
+    const char *env = std::getenv("UXN_STANDIN_GPUS");
+    CHECK(n == (env ? std::atoi(env) : 1));
+    CHECK(uxn_standin_present() == 1);
+    int dev = -1;
+    OK(cudaGetDevice(&dev));
+    CHECK(dev == 0);
+    CHECK(cudaSetDevice(n) == cudaErrorInvalidDevice);
+    CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CUcontext ctx = nullptr;
+    CHECK(cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr);
+
+    // Device memory: registered, answered for, and not host memory.
+    const size_t N = 1 << 16;
+    char *a = nullptr, *b = nullptr, *c = nullptr;
+    OK(cudaMalloc(reinterpret_cast<void **>(&a), N));
+    OK(cudaMalloc(reinterpret_cast<void **>(&b), N));
+    OK(cudaMalloc(reinterpret_cast<void **>(&c), N));
+    cudaPointerAttributes attr;
+    OK(cudaPointerGetAttributes(&attr, a + 10));
+    CHECK(attr.type == cudaMemoryTypeDevice && attr.device == 0);
+    std::vector<char> host(N), host2(N);
+    OK(cudaPointerGetAttributes(&attr, host.data()));
+    CHECK(attr.type == cudaMemoryTypeUnregistered);
+    int ordinal = -1;
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(a + 5)) == CUDA_SUCCESS && ordinal == 0);
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(host.data())) != CUDA_SUCCESS);
+    CUdeviceptr rb = 0;
+    size_t rs = 0;
+    CHECK(cuMemGetAddressRange(&rb, &rs, CUdeviceptr(b + 100)) == CUDA_SUCCESS && rb == CUdeviceptr(b) && rs == N);
+
+    // An asynchronous copy lands after its delay; the event reports it.
+    uxn_standin_set_copy_delay_us(50000);
+    cudaStream_t s1, s2, nb;
+    OK(cudaStreamCreateWithFlags(&s1, cudaStreamDefault));
+    OK(cudaStreamCreateWithFlags(&s2, cudaStreamDefault));
+    OK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    cudaEvent_t e1, e2, e3;
+    OK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming));
+    OK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming));
+    OK(cudaEventCreateWithFlags(&e3, cudaEventDisableTiming));
+    OK(cudaMemset(a, 1, N));
+    OK(cudaMemset(b, 0, N));
+    OK(cudaMemcpyAsync(b, a, N, cudaMemcpyDeviceToDevice, s1));
+    OK(cudaEventRecord(e1, s1));
+    CHECK(cudaEventQuery(e1) == cudaErrorNotReady);
+    CHECK(b[0] == 0 && b[N - 1] == 0);  // not landed yet
+    // Same stream: in order (b -> c sees a's bytes).
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));
+    // cudaStreamWaitEvent: s2 after e1.
+    OK(cudaStreamWaitEvent(s2, e1, 0));
+    OK(cudaMemcpyAsync(host.data(), b, N, cudaMemcpyDeviceToHost, s2));
+    OK(cudaStreamSynchronize(s2));
+    CHECK(cudaEventQuery(e1) == cudaSuccess);
+    CHECK(host[0] == 1 && host[N - 1] == 1);
+    OK(cudaStreamSynchronize(s1));
+    CHECK(c[0] == 1 && c[N - 1] == 1);
+
+    // Host function after a copy in the same stream sees its bytes.
+    std::atomic<int> ran{0};
+    std::memset(host.data(), 7, N);
+    OK(cudaMemcpyAsync(b, host.data(), N, cudaMemcpyHostToDevice, s1));
+    std::pair<const char *, std::atomic<int> *> arg{b, &ran};
+    OK(cudaLaunchHostFunc(s1, host_fn, &arg));
+    CHECK(ran.load() == 0);
+    OK(cudaStreamSynchronize(s1));
+    CHECK(ran.load() == 1);
+
+    // The legacy default stream waits for blocking streams; a non-blocking stream does not.
+    OK(cudaMemset(c, 0, N));
+    OK(cudaMemset(b, 3, N));
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));  // 50 ms
+    OK(cudaEventRecord(e2, nb));
+    OK(cudaEventSynchronize(e2));  // nb is not held up by the legacy stream
+    CHECK(cudaEventQuery(e1) == cudaSuccess);
+    OK(cudaMemcpyAsync(host.data(), c, N, cudaMemcpyDeviceToHost, cudaStreamLegacy));
+    OK(cudaStreamSynchronize(0));
+    CHECK(host[0] == 3 && host[N - 1] == 3);
+    // ... and a blocking stream waits for the legacy stream.
+    OK(cudaMemset(c, 0, N));
+    OK(cudaMemsetAsync(b, 4, N, 0));
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, 0));  // 50 ms on the legacy stream
+    OK(cudaMemcpyAsync(host.data(), c, N, cudaMemcpyDeviceToHost, s2));
+    OK(cudaStreamSynchronize(s2));
+    CHECK(host[0] == 4 && host[N - 1] == 4);
+    // A synchronous cudaMemcpy waits for the blocking streams too.
+    OK(cudaMemset(b, 5, N));
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));
+    OK(cudaMemcpy(host.data(), c, N, cudaMemcpyDeviceToHost));
+    CHECK(host[0] == 5 && host[N - 1] == 5);
+
+    // cudaStreamPerThread is per thread: one thread's slow copy does not hold up another's.
+    {
+        std::atomic<int> other_done{0};
+        OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, cudaStreamPerThread));  // 50 ms
+        std::thread t([&] {
+            cudaEvent_t e;
+            cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+            cudaEventRecord(e, cudaStreamPerThread);
+            cudaEventSynchronize(e);
+            cudaEventDestroy(e);
+            other_done = 1;
+        });
+        CHECK(wait_true(other_done, 40));
+        CHECK(cudaStreamQuery(cudaStreamPerThread) == cudaErrorNotReady);
+        t.join();
+        OK(cudaStreamSynchronize(cudaStreamPerThread));
+    }
+
+    // Delay control: 0 makes copies land promptly.
+    CHECK(uxn_standin_set_copy_delay_us(0) == 50000);
+    CHECK(uxn_standin_copy_delay_us() == 0);
+
+    // Failure injection: the copy moves nothing; the event after it and one synchronize report it.
+    OK(cudaMemset(b, 9, N));
+    OK(cudaMemset(c, 0, N));
+    long failed0 = uxn_standin_failed_copies();
+    CHECK(uxn_standin_fail_next_copies(1) == 0);
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));  // enqueue succeeds
+    OK(cudaEventRecord(e3, s1));
+    CHECK(cudaEventSynchronize(e3) == cudaErrorUnknown);
+    CHECK(cudaEventQuery(e3) == cudaErrorUnknown);
+    CHECK(c[0] == 0 && c[N - 1] == 0);
+    CHECK(uxn_standin_failed_copies() == failed0 + 1);
+    CHECK(cudaStreamSynchronize(s1) == cudaErrorUnknown);
+    CHECK(cudaStreamSynchronize(s1) == cudaSuccess);  // reported once, not sticky
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));
+    OK(cudaEventRecord(e3, s1));
+    OK(cudaEventSynchronize(e3));
+    CHECK(c[0] == 9);
+    uxn_standin_fail_next_copies(1);
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s2));
+    CHECK(cudaDeviceSynchronize() == cudaErrorUnknown);
+    OK(cudaDeviceSynchronize());
+
+    // The driver API, as UPC++ uses it.
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    int dn = 0;
+    CHECK(cuDeviceGetCount(&dn) == CUDA_SUCCESS && dn == n);
+    CUcontext pctx = nullptr;
+    CHECK(cuDevicePrimaryCtxRetain(&pctx, 0) == CUDA_SUCCESS);
+    CHECK(cuCtxPushCurrent(pctx) == CUDA_SUCCESS);
+    CUstream cs;
+    CUevent ce;
+    CHECK(cuStreamCreate(&cs, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(cuEventCreate(&ce, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    CUdeviceptr dp = 0;
+    CHECK(cuMemAlloc(&dp, 256) == CUDA_SUCCESS);
+    std::memset(host.data(), 0x42, 256);
+    uxn_standin_set_copy_delay_us(20000);
+    CHECK(cuMemcpyHtoDAsync(dp, host.data(), 256, cs) == CUDA_SUCCESS);
+    CHECK(cuEventRecord(ce, cs) == CUDA_SUCCESS);
+    CHECK(cuEventQuery(ce) == CUDA_ERROR_NOT_READY);
+    CUresult r;
+    while ((r = cuEventQuery(ce)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+    CHECK(r == CUDA_SUCCESS);
+    CHECK(cuMemcpyDtoHAsync(host2.data(), dp, 256, cs) == CUDA_SUCCESS);
+    CHECK(cuEventRecord(ce, cs) == CUDA_SUCCESS);
+    while ((r = cuEventQuery(ce)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+    CHECK(r == CUDA_SUCCESS && host2[0] == 0x42 && host2[255] == 0x42);
+    uxn_standin_fail_next_copies(1);
+    CHECK(cuMemcpyDtoHAsync(host2.data(), dp, 256, cs) == CUDA_SUCCESS);
+    CHECK(cuEventRecord(ce, cs) == CUDA_SUCCESS);
+    while ((r = cuEventQuery(ce)) == CUDA_ERROR_NOT_READY) std::this_thread::yield();
+    CHECK(r == CUDA_ERROR_UNKNOWN);
+    const char *msg = nullptr;
+    CHECK(cuGetErrorString(CUDA_ERROR_UNKNOWN, &msg) == CUDA_SUCCESS && msg != nullptr);
+    CUmodule m;
+    CHECK(cuModuleLoadData(&m, ".version 6.0") != CUDA_SUCCESS);
+    CHECK(cuMemFree(dp) == CUDA_SUCCESS);
+    CHECK(cuEventDestroy(ce) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy(cs) == CUDA_SUCCESS);
+    CUcontext popped = nullptr;
+    CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == pctx);
+    CHECK(cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+    uxn_standin_set_copy_delay_us(0);
+
+    // fork() after CUDA was used: every call in the child fails with an initialisation error.
+    p = fork();
+    if (p == 0) {
+        void *d = nullptr;
+        int bad = 0;
+        bad |= cudaMalloc(&d, 64) != cudaErrorInitializationError;
+        bad |= cudaMemcpyAsync(d, d, 0, cudaMemcpyDefault, 0) != cudaErrorInitializationError;
+        bad |= cudaStreamSynchronize(s1) != cudaErrorInitializationError;
+        bad |= cuInit(0) != CUDA_ERROR_NOT_INITIALIZED;
+        CUcontext x;
+        bad |= cuCtxGetCurrent(&x) != CUDA_ERROR_NOT_INITIALIZED;
+        _exit(bad);
+    }
+    CHECK(child_status(p) == 0);
+
+    OK(cudaStreamDestroy(s1));
+    OK(cudaStreamDestroy(s2));
+    OK(cudaStreamDestroy(nb));
+    OK(cudaEventDestroy(e1));
+    OK(cudaEventDestroy(e2));
+    OK(cudaEventDestroy(e3));
+    OK(cudaFree(a));
+    OK(cudaFree(b));
+    OK(cudaFree(c));
+    CHECK(cudaFree(host.data()) == cudaErrorInvalidValue);
+    std::printf("RESULT cuda_smoke %s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

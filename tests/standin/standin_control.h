@@ -1,0 +1,47 @@
+/* upcxx-extra-nvshmem test stand-in: the control API of the CUDA stand-in (libcuda.so.1 in
+ * tests/standin). Tests call these to change the stand-in's behaviour at run time. Declared weak
+ * by nothing: a test that calls them must run on the stand-in (link it first, see README.md).
+ * SPDX-License-Identifier: BSD-3-Clause */
+#ifndef UXN_STANDIN_CONTROL_H
+#define UXN_STANDIN_CONTROL_H
+#include <stddef.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 in a process running on the stand-in (use: dlsym(RTLD_DEFAULT, "uxn_standin_present")). */
+int uxn_standin_present(void);
+
+/* Every asynchronous copy enqueued from now on lands this many microseconds after it reaches the
+ * head of its stream (env UXN_STANDIN_COPY_DELAY_US, default 200). Returns the previous value. */
+unsigned uxn_standin_set_copy_delay_us(unsigned us);
+unsigned uxn_standin_copy_delay_us(void);
+
+/* The next n asynchronous copies (cudaMemcpyAsync, cudaMemcpyPeerAsync, cuMemcpy*Async;
+ * process-wide, counted at enqueue) move no bytes; the failure is reported as a real
+ * asynchronous failure is: by the first event recorded after the copy on its stream
+ * (cudaEventQuery / cudaEventSynchronize: cudaErrorUnknown, cuEventQuery: CUDA_ERROR_UNKNOWN,
+ * once the event has completed) and once by the next cudaStreamSynchronize /
+ * cudaDeviceSynchronize covering it. Later work on the stream is unaffected (not sticky).
+ * n = 0 cancels. Returns how many were still pending. */
+int uxn_standin_fail_next_copies(int n);
+/* How many injected copy failures have run so far (process-wide). */
+long uxn_standin_failed_copies(void);
+/* How many asynchronous copies have been enqueued so far (process-wide). */
+long uxn_standin_async_copies(void);
+
+/* Registers [base, base + size) as device memory of `device` (what cudaMalloc'd memory is):
+ * cuPointerGetAttribute, cudaPointerGetAttributes and cuMemGetAddressRange answer for it.
+ * Used by the NVSHMEM stand-in for its heap chunks and peer mappings. 0 on success. */
+int uxn_standin_register_device_range(void *base, size_t size, int device);
+int uxn_standin_unregister_device_range(void *base);
+/* The device of a registered pointer, or -1. */
+int uxn_standin_device_of(const void *p);
+
+/* Waits until every stream of every device is idle (test teardown). */
+void uxn_standin_drain(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
