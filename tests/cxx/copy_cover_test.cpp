@@ -63,9 +63,12 @@
 //     instead of memory_kind::any;
 //   - buffer start offsets of 0-2 elements (4-byte misalignment of either end) and odd counts;
 //     the element after the last copied one must stay untouched;
+//   - as_rpc carries a std::string and a std::vector<int> besides UPC++'s ints, checked at the
+//     target (arguments that own memory, serialised as upcxx::copy serialises them);
 //   - the path each copy took is checked with heap.copies(): fast exactly when both ends are
 //     NVSHMEM heap memory mapped in this process (nvshmem_ptr != NULL), or one end is that and the
-//     other this rank's own UPC++ device memory; with UPCXX_EXTRA_NVSHMEM_COPY=upcxx never;
+//     other this rank's own UPC++ device memory; with UPCXX_EXTRA_NVSHMEM_COPY=upcxx never; a
+//     copy with no end in the heap is upcxx::copy untouched and counted in neither path;
 //   - UPC++ 2020.10: upcxx::copy has no remote_cx there (it does not compile), so no as_rpc and no
 //     remote-completion-only steps;
 //   - bounded waits (a FAIL line, never a hang), RESULT lines, exit status 1 on a failure and 77
@@ -175,6 +178,12 @@ static bool expect_fast(const buf_t &a, const buf_t &b) {
 }
 // A copy between private host memory and `b`.
 static bool expect_fast_private(const buf_t &b) { return !forced_fallback() && heap_here(b); }
+// Whether heap.copies() counts a copy with this end (fast or fallback): in fast mode, a copy with
+// an end in the heap; in the public-API mode, one with an end that may be device memory. Every
+// other copy is upcxx::copy untouched and counted in neither.
+static bool counted(const buf_t &b) {
+    return b.from == origin::nvshmem || (!upcxx::extra::nvshmem_heap::fast_copies() && b.from == origin::upcxx_device);
+}
 
 #if UPCXX_OWN_DEVICE_BUFFERS
 // UPC++'s own device buffers, made as UPC++'s test makes them (DeviceState::create), on the GPU of
@@ -268,6 +277,7 @@ static uint64_t rc_count = 0;  // remote completions run here
 static uint64_t rc_sent = 0;   // remote completions this rank asked for (the ranks are symmetric)
 static int g_desc = 0;         // the copy being issued: form * 100 + origin of A * 10 + origin of B
 static uint64_t rc_wrong_rank = 0;
+static uint64_t rc_bad_args = 0;  // remote completions whose std::string / std::vector arguments arrived wrong
 #if COPY_HAS_REMOTE_CX
 // UPC++'s check, counted instead of aborting so that the run goes on and says which copies.
 static void rc_at(int rank, int desc) {
@@ -297,7 +307,22 @@ static auto with_rc(C &&c, int rank) {
     rc_sent++;
     // The arguments as prvalues: as_rpc binds an lvalue argument by reference (UPC++'s binding<T&>),
     // and `rank` dies when this function returns, before the copy serialises it.
-    return std::forward<C>(c) | remote_cx::as_rpc([](int r, int desc) { rc_at(r, desc); }, int(rank), int(g_desc));
+    // A std::string and a std::vector too: arguments that own heap memory, serialised as
+    // upcxx::copy serialises them (a moved-from or twice-destroyed copy would arrive empty or
+    // corrupt the heap).
+    return std::forward<C>(c) | remote_cx::as_rpc(
+                                    [](int r, int desc, const std::string &s, const std::vector<int> &v) {
+                                        if (s != "hello, " + std::to_string(desc) ||
+                                            v != std::vector<int>{1, 2, 3, desc}) {
+                                            if (rc_bad_args++ < 8)
+                                                std::printf("RESULT copy_cover_test.remote_cx_args FAIL (rank %d): "
+                                                            "as_rpc received \"%s\" and %zu ints (desc %d)\n",
+                                                            upcxx::rank_me(), s.c_str(), v.size(), desc);
+                                        }
+                                        rc_at(r, desc);
+                                    },
+                                    int(rank), int(g_desc), std::string("hello, ") + std::to_string(g_desc),
+                                    std::vector<int>{1, 2, 3, g_desc});
 #else
     (void)rank;
     return std::forward<C>(c);
@@ -651,7 +676,7 @@ int main(int argc, char *argv[]) {
                         priv_dst[count] = 0;
                         const auto c0 = heap.copies();
                         const bool fast_AB = expect_fast(bufs[A], bufs[B]);
-                        long copies_here = 3;
+                        long copies_here = counted(bufs[A]) + (counted(bufs[A]) || counted(bufs[B])) + counted(bufs[B]);
                         // private -> A, A -> B, B -> private, and the kill copies (private -> A, -> B)
                         long fast_expected = expect_fast_private(bufs[A]) + fast_AB + expect_fast_private(bufs[B]);
 
@@ -703,7 +728,7 @@ int main(int argc, char *argv[]) {
                                 copy_with(form, static_kinds, bufA, bufB, count, form == F_DEFAULT ? -1 : bufB.where());
                             if (kill2) {
                                 kf2 = sf.then([&]() { return heap.copy(&dead, bufA, 1); });
-                                copies_here++;
+                                copies_here += counted(bufs[A]);
                                 fast_expected += expect_fast_private(bufs[A]);
                             } else
                                 wait_or_die(sf, "source completion of A -> B");
@@ -714,7 +739,7 @@ int main(int argc, char *argv[]) {
                                 copy_with(form, static_kinds, bufB, priv_dst, count, form == F_DEFAULT ? -1 : me);
                             if (kill3) {
                                 kf3 = sf.then([&]() { return heap.copy(&dead, bufB, 1); });
-                                copies_here++;
+                                copies_here += counted(bufs[B]);
                                 fast_expected += expect_fast_private(bufs[B]);
                             } else
                                 wait_or_die(sf, "source completion of B -> private");
@@ -791,6 +816,12 @@ int main(int argc, char *argv[]) {
                     say() << "ERROR: " << rc_wrong_rank << " remote completions ran on another rank than the target";
                     errs++;
                     rc_wrong_rank = 0;
+                }
+                if (rc_bad_args) {
+                    say() << "ERROR: " << rc_bad_args << " remote completions received wrong std::string / std::vector "
+                          << "arguments";
+                    errs++;
+                    rc_bad_args = 0;
                 }
                 rc_count = 0;
                 rc_sent = 0;

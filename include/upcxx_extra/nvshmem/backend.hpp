@@ -159,7 +159,7 @@ struct upcxx_backend {
 
     /// Fast mode: upcxx::copy's completion machinery for the completions `Cxs`: here_t,
     /// returner_t, remote_t, want_remote, fast_remote (a remote completion on the fast path),
-    /// bind_remote, assert_sane, returner, owe_remote, send_remote (upcxx_internals.hpp).
+    /// prepare_remote, assert_sane, returner, owe_remote, send_remote (upcxx_internals.hpp).
     template <class Cxs>
     using cx = internals::copy_cx<Cxs>;
 
@@ -174,17 +174,21 @@ struct upcxx_backend {
 template <class P>
 struct copy_end {
     static constexpr bool known = false;
+    static constexpr bool global = false;
+    static constexpr upcxx::memory_kind kind = upcxx::memory_kind::any;
 };
 template <class T>
 struct copy_end<T *> {
     static constexpr bool known = true;
     static constexpr bool global = false;
+    static constexpr upcxx::memory_kind kind = upcxx::memory_kind::host;  // as upcxx::copy reads a T*
     using element = typename std::remove_const<T>::type;
 };
 template <class T, upcxx::memory_kind K>
 struct copy_end<upcxx::global_ptr<T, K>> {
     static constexpr bool known = true;
     static constexpr bool global = true;
+    static constexpr upcxx::memory_kind kind = K;
     using element = typename std::remove_const<T>::type;
 };
 

@@ -41,81 +41,122 @@ template <class Heap>
 struct copy_path {
     using backend = upcxx_backend;
 
-    template <class S, class D>
-    static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst,
-                         std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
-        if constexpr (!backend::fast) {
-            check_public(h, src, dst, n);
-            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n);
+    /// Whether a copy end can be device memory: a global pointer of a kind other than host (a
+    /// T* and a global_ptr<T, host> never are; memory_kind::any is asked at run time).
+    template <class P>
+    static constexpr bool may_be_device_type() {
+        using e = copy_end<typename std::decay<P>::type>;
+        if constexpr (e::known && e::global)
+            return copy_end<typename std::decay<P>::type>::kind != upcxx::memory_kind::host;
+        else
+            return !e::known;
+    }
+    template <class P>
+    static bool may_be_device(const P &p) {
+        if constexpr (!may_be_device_type<P>()) {
+            return false;
+        } else if constexpr (copy_end<P>::known && copy_end<P>::kind == upcxx::memory_kind::any) {
+            return p.dynamic_kind() != upcxx::memory_kind::host;
         } else {
-            return dispatch(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+            return true;
         }
     }
 
-    template <class S, class D, class Cxs>
-    static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
-        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
-        if constexpr (!internals::cx_known<Cxs>) {  // the public-API mode (or a form not known)
-            check_public(h, src, dst, n);
-            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
-        } else {
-            return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+    // Every heap.copy and copy_after: the checks of every copy (the heap is usable here, no null
+    // pointer, no raw T* into the heap or a peer's mapping of it), then
+    //   - 0 elements, or no end that can be device memory: upcxx::copy, untouched and untracked;
+    //   - the public-API mode, or completions the fast path cannot read: upcxx::copy, tracked;
+    //   - else the fast path where it can, upcxx::copy (tracked when an end is heap memory).
+    template <class S, class D, class... C>
+    static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
+        using src_end = copy_end<typename std::decay<S>::type>;
+        using dst_end = copy_end<typename std::decay<D>::type>;
+        check_common(h, src, dst);
+        if constexpr (src_end::known && dst_end::known) {
+            if (n == 0) return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+            if constexpr (!src_end::global) not_into_heap(h, src, "source");
+            if constexpr (!dst_end::global) not_into_heap(h, dst, "destination");
+            if (!may_be_device(src) && !may_be_device(dst))
+                return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
+        if constexpr (sizeof...(C) == 0) {
+            if constexpr (!internals::cx_known<internals::default_cxs_t>) {
+                check_public(h, src, dst, n);
+                return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+            } else {
+                return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
+            }
+        } else if constexpr (!(internals::cx_known<C> && ...)) {  // the public-API mode (or a form not known)
+            check_public(h, src, dst, n);
+            return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+        } else {
+            return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+        }
+    }
+
+    // upcxx::copy with the caller's arguments, after `after` (the host waits for it).
+    template <class S, class D, class... C>
+    static auto plain(stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
+        if (after.set) wait_for(after.stream);
+        return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+    }
+
+    // One more operation completion that lowers `n` when the copy's operation completed: an LPC
+    // on the master persona, which destroy() runs while it waits (never the initiator's, whose
+    // thread may be gone by then).
+    static auto tracker(std::shared_ptr<std::atomic<long>> n) {
+        return upcxx::operation_cx::as_lpc(upcxx::master_persona(), [n] { n->fetch_sub(1); });
     }
 
     // upcxx::copy with the caller's arguments, after `after` (the host waits for it), counted and
-    // tracked until its operation completes: destroy() waits for it before the segment goes. The
-    // tracking is one more completion, an LPC on the initiator persona, which adds no result.
-    template <class S, class D>
-    static auto fallback(Heap &h, stream_order after, S &&src, D &&dst,
-                         std::size_t n) -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n)) {
-        return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
-    }
+    // tracked until its operation completes: destroy() waits for it before the segment goes.
     template <class S, class D, class Cxs>
     static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         h.engine_->count_fallback();
-        if (after.set) wait_for(h, after.stream);
+        if (after.set) wait_for(after.stream);
         std::shared_ptr<std::atomic<long>> in_flight = h.engine_->fallbacks_in_flight();
         in_flight->fetch_add(1);
         try {
-            return upcxx::copy(
-                std::forward<S>(src), std::forward<D>(dst), n,
-                std::forward<Cxs>(cxs) |
-                    upcxx::operation_cx::as_lpc(upcxx::current_persona(), [in_flight] { in_flight->fetch_sub(1); }));
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs) | tracker(in_flight));
         } catch (...) {
             in_flight->fetch_sub(1);
             throw;
         }
     }
 
-    // Fast mode: the path of one copy.
+    // Fast mode: the path of one copy with at least one end that may be device memory.
     template <class S, class D, class Cxs>
     static auto dispatch_fast(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
         using cx = typename backend::template cx<Cxs>;
-        check_common(h, src, dst);
         void *from = nullptr, *to = nullptr;
         std::size_t bytes = 0;
         int rank_s = -1, rank_d = -1;
+        bool heap_end = true;
         if constexpr (src_end::known && dst_end::known) {
             using T = typename dst_end::element;
             cx::template assert_sane<T>();
             bytes = checked_bytes<T>(n);
-            // Both ends are checked whatever the path: a raw pointer into the heap, or a range
-            // that starts in the heap and runs past extent(), is an error.
+            // Both ends are checked whatever the path: a range that starts in the heap and runs
+            // past extent() is an error.
             const bool heap_s = reach(h, src, bytes, "source", from, rank_s);
             const bool heap_d = reach(h, dst, bytes, "destination", to, rank_d);
-            if (!(heap_s || heap_d) || (cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback())
-                from = to = nullptr;
+            heap_end = heap_s || heap_d;
+            if (!heap_end)  // no end in the heap: upcxx::copy as the caller wrote it
+                return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+            if ((cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback()) from = to = nullptr;
         }
-        if (n == 0 || !from || !to)
+        if (!from || !to)
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
         // The fast path: issued now, completed at the initiator's progress, notified through
-        // upcxx::copy's own completion machinery (its arguments bound here, by value).
-        auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, std::forward<Cxs>(cxs));
+        // upcxx::copy's own completion machinery (the remote completion serialised here, as
+        // upcxx::copy serialises it).
+        auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, rank_d, std::forward<Cxs>(cxs));
         f->bytes = bytes;
         f->rank_s = rank_s;
         f->rank_d = rank_d;
@@ -129,6 +170,7 @@ struct copy_path {
     template <class S, class D>
     static void check_common(const Heap &h, const S &src, const D &dst) {
         if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
+        if (h.engine_->forked()) throw forked_error("nvshmem_heap::copy");
         if (!src || !dst)
             throw nvshmem_error(
                 UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
@@ -143,76 +185,77 @@ struct copy_path {
                                     std::to_string(sizeof(T)) + " bytes overflow size_t");
         return n * sizeof(T);
     }
-    // Public-API mode: the checks that need no UPC++ internal: a raw T* is not into the heap; in
-    // UPC++'s opt codemode, a device global pointer into the heap (found by public global pointer
-    // arithmetic, heap.hpp's segment_offset_public) keeps its range inside extent(). In the debug
-    // codemode the global pointers are left to upcxx::copy's own checks (operator- between
-    // pointers of two segments is an assertion there).
+    // Public-API mode: the checks that need no UPC++ internal: in UPC++'s opt codemode, a device
+    // global pointer into the heap (found by public global pointer arithmetic, heap.hpp's
+    // segment_offset_public) keeps its range inside extent(). In the debug codemode the global
+    // pointers are left to upcxx::copy's own checks (operator- between pointers of two segments
+    // is an assertion there).
     template <class S, class D>
     static void check_public(const Heap &h, const S &src, const D &dst, std::size_t n) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
-        check_common(h, src, dst);
         if constexpr (src_end::known && dst_end::known) {
             const std::size_t bytes = checked_bytes<typename dst_end::element>(n);
-            if constexpr (!src_end::global)
-                not_into_heap(h, src, "source");
-            else
-                in_extent_public(h, src, bytes, "source");
-            if constexpr (!dst_end::global)
-                not_into_heap(h, dst, "destination");
-            else
-                in_extent_public(h, dst, bytes, "destination");
+            if constexpr (src_end::global) in_extent_public(h, src, bytes, "source");
+            if constexpr (dst_end::global) in_extent_public(h, dst, bytes, "destination");
         }
     }
 
     /// A fast copy in flight: its notifications (upcxx::copy's completion state for `Cxs`, and
-    /// its remote part bound for the target rank), and the pointers to redo it through
+    /// its remote part serialised for the target rank), and the pointers to redo it through
     /// upcxx::copy if CUDA fails it.
     template <class S, class D, class Cxs>
     struct fast_flight final : flight {
         using cx = typename backend::template cx<Cxs>;
-        fast_flight(const S &s, const D &d, std::size_t count, Cxs &&cxs)
+        fast_flight(const S &s, const D &d, std::size_t count, int target, Cxs &&cxs)
             : src(s),
               dst(d),
               n(count),
               here(std::forward<Cxs>(cxs)),
-              remote(cx::bind_remote(std::forward<Cxs>(cxs))),
+              remote(cx::prepare_remote(target, std::forward<Cxs>(cxs))),
               initiator(&upcxx::current_persona()) {}
 
         typename std::decay<S>::type src;
         typename std::decay<D>::type dst;
         std::size_t n;
         typename cx::here_t here;
-        typename cx::remote_t remote;
+        typename cx::remote_t remote;  // never moved: it may point into itself
         upcxx::persona *initiator;
 
         void notify() {
-            cx::send_remote(*initiator, rank_d, std::move(remote));
+            cx::send_remote(*initiator, rank_d, remote);
             here.template operator()<upcxx::source_cx_event>();
             here.template operator()<upcxx::operation_cx_event>();
         }
-        void finish(std::unique_ptr<flight> self, cudaError_t e, bool redo_ok) override {
-            if (e == cudaSuccess || !redo_ok) return notify();
+        void finish(std::unique_ptr<flight> self, cudaError_t e, std::shared_ptr<std::atomic<long>> redo) override {
+            if (e == cudaSuccess || !redo) return notify();
             // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
-            // bytes landed. The flight lives until then.
+            // bytes landed. The flight lives until then; destroy() waits for the redo.
             std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));
-            (void)upcxx::copy(keep->src, keep->dst, keep->n).then([keep] { keep->notify(); });
+            try {
+                (void)upcxx::copy(keep->src, keep->dst, keep->n, upcxx::operation_cx::as_future() | tracker(redo))
+                    .then([keep] { keep->notify(); });
+            } catch (...) {
+                redo->fetch_sub(1);
+                throw;
+            }
         }
     };
 
-    // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap.
-    // The heap's reserved range is checked here, with no C call: a host pointer (the usual case)
-    // costs a subtraction and leaves the thread's last C error alone.
+    // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap
+    // or a peer's heap as NVSHMEM maps it here. One subtraction for the usual case (a host
+    // pointer outside both); the C library's last error is left alone.
     template <class T>
     static void not_into_heap(const Heap &h, T *p, const char *which) {
-        const std::size_t off = reinterpret_cast<std::uintptr_t>(p) - h.info_.base;
+        const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+        const std::size_t off = a - h.info_.base;
         if (off < h.info_.reserved)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
                                 std::string("nvshmem_heap::copy: the ") + which +
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
                                     "); upcxx::copy reads a T* as this process's host memory: pass "
                                     "heap.to_global_ptr(p) instead");
+        if (a - h.maps_lo_ < h.maps_hi_ - h.maps_lo_) h.not_a_peer_mapping(a, which);
     }
     // Public-API mode: a device global pointer into the heap keeps [p, p + bytes) inside extent()
     // (UPC++'s opt codemode; nothing checked in its debug codemode, see check_public).
@@ -241,8 +284,7 @@ struct copy_path {
 #endif
     }
     template <class T>
-    static bool reach(const Heap &h, T *p, std::size_t, const char *which, void *&local, int &rank) {
-        not_into_heap(h, p, which);
+    static bool reach(const Heap &, T *p, std::size_t, const char *, void *&local, int &rank) {
         local = const_cast<void *>(static_cast<const void *>(p));  // CUDA reads and writes host memory
         rank = upcxx::rank_me();
         return false;
@@ -274,15 +316,17 @@ struct copy_path {
         return true;
     }
 
-    // Host waits for `stream` (copies that cannot be ordered on the GPU).
-    static void wait_for(const Heap &h, cudaStream_t stream) {
-        device_scope on(h.info_.device);
+    // Host waits for `stream` (copies that cannot be ordered on the GPU), in the calling thread's
+    // device context: 0, cudaStreamLegacy and cudaStreamPerThread are its current device's.
+    static void wait_for(cudaStream_t stream) {
         cudaError_t e = cudaStreamSynchronize(stream);
-        if (e != cudaSuccess)
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
             throw nvshmem_error(
                 UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
                 std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") + cudaGetErrorString(e),
                 nvshmem_errc::cuda);
+        }
     }
 };
 

@@ -4,21 +4,23 @@
 //
 // A fast copy is one cudaMemcpyAsync between two addresses this process reaches (NVSHMEM's peer
 // mapping, or this rank's own device memory), on a private non-blocking stream of the heap's
-// device. Nothing waits in the call: the copy gets the next sequence number of the stream and
-// joins the lane of the persona that issued it; one poll LPC per lane (queued while the lane
-// holds a copy) completes the copies that landed, in issue order, at that persona's user-level
-// progress. The stream runs copies in issue order, so one CUDA event (a mark) tells that every
-// copy up to a sequence number landed. A mark is recorded after a lane's first copy, and by a
-// poll for the copies issued since: a flood of copies costs one cudaMemcpyAsync each and a few
-// events in all, and the copies issued back to back before a progress complete together (as
-// soon as the last of them lands), a lone copy as soon as it lands. Completions run only
-// inside UPC++ progress: nothing is posted to a persona from another thread, after
-// upcxx::finalize(), or in a forked child.
+// device. Nothing waits in the call: the copy gets the next sequence number of the stream, and
+// one LPC, queued on the persona that issued it, completes it at that persona's user-level
+// progress once it landed. The stream runs copies in issue order, so one CUDA event (a mark)
+// tells that every copy up to a sequence number landed: the first completion LPC of a progress
+// records a mark after every copy issued so far, and the others find their copy covered by it. A
+// flood of copies costs one cudaMemcpyAsync and one LPC each and a few events in all.
+//
+// Each completion LPC owns its copy and holds nothing of any other persona: a persona (or the
+// thread whose default persona it was) that goes away with copies in flight takes only their
+// completions with it, as it does upcxx::copy's own. The engine it shares with them keeps no CUDA
+// object once closed: close() and drain() (destroy(), or a heap that goes out of scope) wait for
+// every copy issued and release the stream and the events.
 //
 // A copy covered by a mark that reports a CUDA error is redone through upcxx::copy
 // (flight::finish), so a completion always means the bytes landed; the error is kept for
-// check_copies(). The engine is shared (shared_ptr) by the heap and the polls of its lanes, which
-// may outlive the heap.
+// check_copies(). Once the engine is closed a failed copy is reported, not redone, and drain()
+// says how many were.
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 
@@ -46,13 +48,14 @@ namespace detail {
 
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
 /// Test hooks, compiled in only with -DUPCXX_EXTRA_NVSHMEM_TEST_HOOKS: a stand-in for a real
-/// asynchronous CUDA failure of a copy, which cannot be provoked without breaking the context.
+/// asynchronous CUDA failure of a copy, which cannot be provoked on a GPU without breaking the
+/// context.
 struct test_hooks {
     static std::atomic<int> &failing() {
         static std::atomic<int> n{0};
         return n;
     }
-    /// The next `n` fast copies are not issued, and their events report cudaErrorUnknown.
+    /// The next `n` fast copies are not issued, and report cudaErrorUnknown when they land.
     static void fail_fast_copies(int n) { failing().store(n); }
     static bool take_failure() {
         int n = failing().load();
@@ -64,14 +67,26 @@ struct test_hooks {
 #endif
 
 /// How many fork() children deep this process is (0 in the process that started; a child's
-/// count is its parent's plus one), counted by a pthread_atfork handler registered at the first
-/// call. A load, where getpid() would be a system call per copy.
-inline unsigned fork_generation() noexcept {
+/// count is its parent's plus one), counted by a pthread_atfork handler registered by
+/// watch_forks() (the heap's constructor). One relaxed load per check.
+inline std::atomic<unsigned> &fork_generation_counter() noexcept {
     static std::atomic<unsigned> generation{0};
-    static const int registered =
-        ::pthread_atfork(nullptr, nullptr, [] { generation.fetch_add(1, std::memory_order_relaxed); });
+    return generation;
+}
+inline unsigned watch_forks() noexcept {
+    static const int registered = ::pthread_atfork(
+        nullptr, nullptr, [] { fork_generation_counter().fetch_add(1, std::memory_order_relaxed); });
     (void)registered;
-    return generation.load(std::memory_order_relaxed);
+    return fork_generation_counter().load(std::memory_order_relaxed);
+}
+
+/// The error of every heap call in a fork() child of the process that made the heap.
+inline nvshmem_error forked_error(const char *fn) {
+    return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                         std::string(fn) +
+                             ": this process is a fork() child of the one that made the heap; neither CUDA nor "
+                             "UPC++ survive fork(), so nothing was copied (make the heap in this process)",
+                         nvshmem_errc::forked);
 }
 
 /// Makes `device` current on this thread while it lives, then restores the previous device.
@@ -93,7 +108,8 @@ private:
 
 /// The CUDA stream a copy is ordered after, or none. Every cudaStream_t value is a stream here:
 /// 0 (the legacy default stream, where a plain kernel<<<g, b>>> runs), cudaStreamLegacy,
-/// cudaStreamPerThread and created streams alike.
+/// cudaStreamPerThread and created streams alike. The first three are the calling thread's
+/// current device's.
 struct stream_order {
     bool set = false;
     cudaStream_t stream = nullptr;
@@ -104,16 +120,16 @@ struct stream_order {
 /// One fast copy in flight. finish() runs on the initiator persona, once, and owns the flight.
 struct flight {
     virtual ~flight() = default;
-    /// The copy landed (`e` cudaSuccess) or CUDA reported `e`; `redo_ok` false once the heap is
-    /// destroyed (its UPC++ segment is gone: a failed copy can only be reported then).
-    virtual void finish(std::unique_ptr<flight> self, cudaError_t e, bool redo_ok) = 0;
+    /// The copy landed (`e` cudaSuccess) or CUDA reported `e`.
+    /// `redo`: the count of the heap's upcxx::copy calls, raised for this copy's redo when CUDA
+    /// failed it and the engine is still open; null when a failure can only be reported.
+    virtual void finish(std::unique_ptr<flight> self, cudaError_t e, std::shared_ptr<std::atomic<long>> redo) = 0;
 
     // What the error message names, formatted only when the copy fails.
     std::size_t bytes = 0;
     int rank_s = -1, rank_d = -1;
     // Set by the engine.
-    flight *next = nullptr;         // the lane's next (younger) copy
-    std::uint64_t seq = 0;          // its place on the stream: 1, 2, ...
+    std::uint64_t seq = 0;          // its place on the stream: 1, 2, ... (0: not issued)
     bool injected_failure = false;  // test hook: not issued, fails when it completes
 };
 
@@ -121,76 +137,82 @@ class copy_engine : public std::enable_shared_from_this<copy_engine> {
 public:
     struct counts_t {
         std::size_t fast = 0;      // CUDA async copy through NVSHMEM's P2P mapping
-        std::size_t fallback = 0;  // upcxx::copy
+        std::size_t fallback = 0;  // upcxx::copy of a copy with an end that may be heap memory
     };
 
     copy_engine(int device, bool force_fallback) : device_(device), force_fallback_(force_fallback) {}
-    ~copy_engine() {
-        for (std::unique_ptr<lane> &l : lanes_)  // empty but for a child of fork() (never completed)
-            for (flight *f = l->head; f;) {
-                flight *n = f->next;
-                delete f;
-                f = n;
-            }
-        if (forked()) return;  // the parent's CUDA objects are not this process's to touch
-        device_scope on(device_);
-        if (stream_) {
-            cudaStreamSynchronize(stream_);
-            cudaStreamDestroy(stream_);
-        }
-        for (const mark &m : marks_) cudaEventDestroy(m.event);
-        for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    }
+    ~copy_engine() { (void)drain(); }
     copy_engine(const copy_engine &) = delete;
     copy_engine &operator=(const copy_engine &) = delete;
 
     bool force_fallback() const noexcept { return force_fallback_; }
     void count_fallback() noexcept { fallback_.fetch_add(1, std::memory_order_relaxed); }
-    /// How many upcxx::copy calls through the heap (fallbacks) have not completed: raised when one
-    /// is issued, lowered by its completion (copy.hpp). Shared with those completions.
+    /// How many upcxx::copy calls the heap made (fallbacks with a heap end, and redone fast
+    /// copies) have not completed: raised when one is issued, lowered by an LPC on the master
+    /// persona that its operation completion queues (copy.hpp). Shared with those LPCs.
     const std::shared_ptr<std::atomic<long>> &fallbacks_in_flight() const noexcept { return fallbacks_in_flight_; }
     counts_t counts() const noexcept { return counts_t{fast_.load(), fallback_.load()}; }
 
-    /// Whether this process is a fork() child of the one that made the engine: CUDA does not
-    /// survive fork(), so such a child cannot copy (the heap's copies throw).
-    bool forked() const noexcept { return fork_generation() != generation_; }
+    /// Whether this process is a fork() child of the one that made the engine.
+    bool forked() const noexcept { return fork_generation_counter().load(std::memory_order_relaxed) != generation_; }
 
     /// Issues the copy to <- from of `f->bytes`, ordered after the work queued on `order` so far
     /// when it is set, and completes it on the calling persona at its progress (finish() runs
     /// there once the bytes landed). Takes `f` on every path. Throws nvshmem_error (errc cuda,
-    /// or forked; nothing copied, nothing will be notified) when the copy cannot be issued; once
-    /// CUDA has accepted the copy it is reported issued: nothing after it can fail.
+    /// forked, or heap_inactive once closed; nothing copied, nothing will be notified) when the
+    /// copy cannot be issued; once CUDA has accepted the copy nothing can fail.
     void start(std::unique_ptr<flight> f, void *to, const void *from, stream_order order) {
-        if (forked())
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                "nvshmem_heap::copy: this process is a fork() child of the one that made the heap; "
-                                "CUDA does not survive fork(), so nothing was copied (make the heap in this process)",
-                                nvshmem_errc::forked);
-        upcxx::persona &me = upcxx::current_persona();
-        lane &l = lane_of(me);
-        if (!l.polling) {  // before the copy is issued: a poll that cannot be posted copies nothing
-            me.lpc_ff(poll{shared_from_this(), &l});
-            l.polling = true;  // a poll that finds the lane empty ends
-        }
-        const bool first = !l.head;
-        issue(*f, to, from, order, first);
-        l.push(f.release());
+        if (forked()) throw forked_error("nvshmem_heap::copy");
+        flight *raw = f.get();
+        // Queued before the copy is issued: a completion that cannot be queued copies nothing.
+        // It cannot run before this returns (only this persona's progress runs it).
+        upcxx::current_persona().lpc_ff(poll{shared_from_this(), raw});
+        (void)f.release();  // the poll owns it: a flight that is not issued (seq 0) is dropped there
+        issue(*raw, to, from, order);
         fast_.fetch_add(1, std::memory_order_relaxed);
     }
 
-    /// Whether a failed copy may still be redone through upcxx::copy (false once drained).
+    /// Whether a failed copy may still be redone through upcxx::copy (false once closed).
     bool open() const noexcept { return !closed_.load(); }
 
-    /// Waits until every fast copy issued so far has landed. Each one's completion is then queued
-    /// on its initiator persona (its lane's poll LPC finds it landed) and runs at that persona's
-    /// next user-level progress. From here on a copy that failed is reported, not redone.
-    /// Returns the CUDA error met ("" when none).
-    std::string drain() {
+    /// No copy is issued or redone from here on (destroy(), before it waits for the upcxx::copy
+    /// calls); reopen() undoes it when destroy() gives up.
+    void close() {
+        std::lock_guard<std::mutex> lock(mu_);
         closed_.store(true);
-        if (forked()) return std::string();
-        const cudaError_t e = drain_stream();
-        if (e == cudaSuccess) return std::string();
-        return std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
+    }
+    void reopen() {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!released_) closed_.store(false);
+    }
+
+    /// Closes the engine, waits until every fast copy issued so far has landed and releases the
+    /// stream and the events. Each copy's completion then runs at its initiator persona's next
+    /// user-level progress, if it comes. Returns what went wrong ("" when nothing): the wait
+    /// failed, or copies failed that will be reported, not redone.
+    std::string drain() {
+        std::lock_guard<std::mutex> lock(mu_);
+        closed_.store(true);
+        if (released_) return std::string();
+        released_ = true;
+        if (forked() || !stream_) return std::string();  // the parent's CUDA objects are not this process's
+        device_scope on(device_);
+        const cudaError_t e = cudaStreamSynchronize(stream_);
+        settle_all(e);
+        for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+        events_.clear();
+        cudaStreamDestroy(stream_);
+        stream_ = nullptr;
+        std::size_t unredone = 0;
+        for (const failure &f : failures_) unredone += static_cast<std::size_t>(f.last - f.first + 1) - f.finished;
+        std::string why;
+        if (e != cudaSuccess)
+            why = std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
+        else if (unredone > 0)
+            why = "nvshmem_heap: " + std::to_string(unredone) +
+                  " fast copy(ies) failed after they were issued and were not redone (their initiator persona had "
+                  "not made progress before destroy()): their completions report them landed";
+        return why;
     }
 
     /// The first fast copy that failed after it was issued since the last call ("" when none).
@@ -202,48 +224,40 @@ public:
     }
 
 private:
-    // The copies of one persona in issue order. Touched only by the thread holding that persona
-    // (start() and the poll run there); lanes live as long as the engine.
-    struct lane {
-        upcxx::persona *owner = nullptr;
-        flight *head = nullptr, *tail = nullptr;
-        bool polling = false;  // a poll LPC is queued on `owner`
-        void push(flight *f) noexcept {
-            (tail ? tail->next : head) = f;
-            tail = f;
-        }
-        flight *pop() noexcept {
-            flight *f = head;
-            head = f->next;
-            if (!head) tail = nullptr;
-            f->next = nullptr;
-            return f;
-        }
+    // Marks: every copy up to `through` landed once `event` completed.
+    struct mark {
+        cudaEvent_t event;
+        std::uint64_t through;
+    };
+    // Copies first..last (landed) that CUDA reported `error` for; `finished` of them completed.
+    struct failure {
+        std::uint64_t first, last;
+        cudaError_t error;
+        std::uint64_t finished;
     };
 
-    lane &lane_of(upcxx::persona &p) {
+    // One cudaMemcpyAsync on the stream, numbered in stream order. `order` is waited for in the
+    // calling thread's device context (0, cudaStreamLegacy and cudaStreamPerThread are its
+    // current device's). Throws (nothing copied) when CUDA refuses the copy.
+    void issue(flight &f, void *to, const void *from, stream_order order) {
         std::lock_guard<std::mutex> lock(mu_);
-        for (std::unique_ptr<lane> &l : lanes_)
-            if (l->owner == &p) return *l;
-        lanes_.push_back(std::make_unique<lane>());
-        lanes_.back()->owner = &p;
-        return *lanes_.back();
-    }
-
-    // One cudaMemcpyAsync on the stream, numbered in stream order, with a mark after it when it
-    // is the first copy of its lane (a lone copy completes as soon as it lands; the copies issued
-    // after it before the next progress share the mark that progress records). Throws (nothing
-    // copied) when CUDA refuses the copy.
-    void issue(flight &f, void *to, const void *from, stream_order order, bool mark_it) {
-        device_scope on(device_);
-        std::lock_guard<std::mutex> lock(mu_);
+        if (closed_.load())
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
+                                "nvshmem_heap::copy: the heap is being destroyed", nvshmem_errc::heap_inactive);
         cudaError_t e = cudaSuccess;
-        if (!stream_) e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+        if (!stream_) {
+            device_scope on(device_);
+            e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+            if (e != cudaSuccess) stream_ = nullptr;
+        }
         if (e == cudaSuccess && order.set) e = order_after(order.stream);
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
         f.injected_failure = test_hooks::take_failure();
 #endif
-        if (e == cudaSuccess && !f.injected_failure) e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_);
+        if (e == cudaSuccess && !f.injected_failure) {
+            device_scope on(device_);
+            e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_);
+        }
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
@@ -251,7 +265,7 @@ private:
                                 nvshmem_errc::cuda);
         }
         f.seq = ++issued_;
-        if (mark_it) record_mark();
+        if (f.injected_failure) injected_.push_back(f.seq);
     }
 
     // Under mu_: how copy `seq` ended (cudaSuccess, a CUDA error), or cudaErrorNotReady. Retires
@@ -260,6 +274,7 @@ private:
         while (seq > landed_ && !marks_.empty()) {
             const cudaError_t e = cudaEventQuery(marks_.front().event);
             if (e == cudaErrorNotReady) break;
+            if (e != cudaSuccess) (void)cudaGetLastError();
             settle_through(marks_.front().through, e);
             events_.push_back(marks_.front().event);
             marks_.pop_front();
@@ -289,10 +304,19 @@ private:
         settle_all(cudaStreamSynchronize(stream_));
     }
 
-    // Under mu_: every copy up to `through` is over, with `e` for those not over before.
+    // Under mu_: every copy up to `through` is over, with `e` for those not over before (and
+    // cudaErrorUnknown for the test hook's failures among them).
     void settle_through(std::uint64_t through, cudaError_t e) {
         if (through <= landed_) return;
-        if (e != cudaSuccess) failures_.push_back(failure{landed_ + 1, through, e});
+        if (e != cudaSuccess) failures_.push_back(failure{landed_ + 1, through, e, 0});
+        for (std::size_t i = 0; i < injected_.size();)
+            if (injected_[i] <= through) {
+                if (e == cudaSuccess) failures_.push_back(failure{injected_[i], injected_[i], cudaErrorUnknown, 0});
+                injected_[i] = injected_.back();
+                injected_.pop_back();
+            } else {
+                i++;
+            }
         landed_ = through;
     }
     // Under mu_: the stream was waited for with outcome `e`: every copy issued is over.
@@ -301,29 +325,42 @@ private:
         marks_.clear();
         settle_through(issued_, e);
     }
-    // Under mu_: how the landed copy `seq` ended.
-    cudaError_t failed_in(std::uint64_t seq) const {
-        for (const failure &f : failures_)
-            if (seq >= f.first && seq <= f.last) return f.error;
-        return cudaSuccess;
+    // Under mu_: the failure that covers the landed copy `seq`, or nullptr.
+    failure *failure_of(std::uint64_t seq) {
+        for (failure &f : failures_)
+            if (seq >= f.first && seq <= f.last) return &f;
+        return nullptr;
     }
-    cudaError_t outcome(const flight &f) {
-        std::lock_guard<std::mutex> lock(mu_);
-        return outcome_of(f.seq);
+    cudaError_t failed_in(std::uint64_t seq) {
+        const failure *f = failure_of(seq);
+        return f ? f->error : cudaSuccess;
     }
 
-    // The heap's stream waits for the work queued on `after` so far, on the GPU. A stream of
-    // another device cannot take this device's event: then the host waits for it instead.
+    // The heap's stream waits for the work queued on `after` so far, on the GPU: an event
+    // recorded on `after` in the calling thread's device context (where 0, cudaStreamLegacy and
+    // cudaStreamPerThread name that device's streams), waited for by the heap's stream (CUDA
+    // waits across devices). A created stream of another device cannot take the event: then it
+    // is recorded on the heap's device, and if that fails too the host waits for `after`.
     cudaError_t order_after(cudaStream_t after) {
         cudaEvent_t ev = nullptr;
         cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        if (e != cudaSuccess) return e;
-        e = cudaEventRecord(ev, after);
-        if (e == cudaSuccess) {
-            e = cudaStreamWaitEvent(stream_, ev, 0);
-        } else {
+        if (e == cudaSuccess) e = cudaEventRecord(ev, after);
+        if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            e = cudaStreamSynchronize(after);
+            if (ev) cudaEventDestroy(ev);
+            ev = nullptr;
+            device_scope on(device_);
+            e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+            if (e == cudaSuccess) e = cudaEventRecord(ev, after);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                if (ev) cudaEventDestroy(ev);
+                return cudaStreamSynchronize(after);
+            }
+        }
+        {
+            device_scope on(device_);
+            e = cudaStreamWaitEvent(stream_, ev, 0);
         }
         cudaEventDestroy(ev);  // released once the wait is satisfied
         return e;
@@ -334,86 +371,74 @@ private:
                std::to_string(f.rank_d);
     }
 
-    void record(const flight &f, cudaError_t e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (error_.empty())
-            error_ = "nvshmem_heap::copy: the " + describe(f) + " failed after it was issued (" +
-                     cudaGetErrorString(e) + ")" +
-                     (closed_.load() ? "; the heap was destroyed, so it was not redone"
-                                     : "; it was redone through upcxx::copy");
-    }
-
-    // On the initiator: the copy of `f` is over (`e`): a failure recorded for check_copies(),
-    // then its completion.
+    // On the initiator: the copy of `f` is over (`e`): a failure is recorded for check_copies()
+    // and, while the engine is open, redone (finish() with redo_ok; the redo is counted in
+    // fallbacks_in_flight() here, under the lock that close() takes, so destroy() waits for it).
     void complete(flight *raw, cudaError_t e) {
         std::unique_ptr<flight> f(raw);
-        if (f->injected_failure && e == cudaSuccess) e = cudaErrorUnknown;
-        if (e != cudaSuccess) record(*f, e);
+        bool redo = false;
+        if (e != cudaSuccess) {
+            std::lock_guard<std::mutex> lock(mu_);
+            redo = !closed_.load();
+            if (redo) fallbacks_in_flight_->fetch_add(1);
+            if (failure *fl = failure_of(f->seq)) fl->finished++;
+            if (error_.empty())
+                error_ = "nvshmem_heap::copy: the " + describe(*f) + " failed after it was issued (" +
+                         cudaGetErrorString(e) + ")" +
+                         (redo ? "; it was redone through upcxx::copy"
+                               : "; the heap was being destroyed, so it was not redone");
+        }
         flight &ref = *f;
-        ref.finish(std::move(f), e, open());
+        ref.finish(std::move(f), e, redo ? fallbacks_in_flight_ : nullptr);
     }
 
-    // A lane's poll: completes the copies that landed, oldest first, and stays queued while the
-    // lane holds one. A completion may start copies on this lane (they join it) or drop the
-    // heap (`self` keeps the engine and the lane).
+    cudaError_t outcome(const flight &f) {
+        std::lock_guard<std::mutex> lock(mu_);
+        return outcome_of(f.seq);
+    }
+    // The host waits for every copy issued so far (a completion that cannot stay queued).
+    void wait_all() {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (released_ || !stream_) return;
+        device_scope on(device_);
+        settle_all(cudaStreamSynchronize(stream_));
+    }
+
+    // One copy's completion, queued on its initiator persona: finishes the copy once it landed,
+    // else queues itself again. It owns the flight.
     struct poll {
         std::shared_ptr<copy_engine> self;
-        lane *l;
+        flight *f;
         void operator()() const {
-            while (flight *f = l->head) {
-                const cudaError_t e = self->outcome(*f);
-                if (e == cudaErrorNotReady) return requeue();
-                self->complete(l->pop(), e);
+            if (f->seq == 0) {  // never issued (start() threw): nothing to notify
+                delete f;
+                return;
             }
-            l->polling = false;
-        }
-        void requeue() const {
+            const cudaError_t e = self->outcome(*f);
+            if (e != cudaErrorNotReady) return self->complete(f, e);
             try {
-                l->owner->lpc_ff(poll{self, l});
-            } catch (...) {  // cannot stay queued: wait here for the lane's copies instead
-                (void)self->drain_stream();
-                while (flight *f = l->head) {
-                    const cudaError_t e = self->outcome(*f);
-                    self->complete(l->pop(), e);
-                }
-                l->polling = false;
+                upcxx::current_persona().lpc_ff(poll{self, f});
+            } catch (...) {  // cannot stay queued: wait here for the copy instead
+                self->wait_all();
+                self->complete(f, self->outcome(*f));
             }
         }
     };
 
     const int device_;
     const bool force_fallback_;
-    // Marks: every copy up to `through` landed once `event` completed.
-    struct mark {
-        cudaEvent_t event;
-        std::uint64_t through;
-    };
-    // Copies first..last (landed) that CUDA reported `error` for.
-    struct failure {
-        std::uint64_t first, last;
-        cudaError_t error;
-    };
 
-    // The host waits for every copy issued so far (drain(), a poll that cannot stay queued).
-    cudaError_t drain_stream() {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!stream_) return cudaSuccess;  // nothing was ever issued
-        device_scope on(device_);
-        const cudaError_t e = cudaStreamSynchronize(stream_);
-        settle_all(e);
-        return e;
-    }
-
-    const unsigned generation_ = fork_generation();
+    const unsigned generation_ = watch_forks();
     cudaStream_t stream_ = nullptr;
-    std::uint64_t issued_ = 0;                  // copies issued on the stream (the last one's seq)
-    std::uint64_t landed_ = 0;                  // every copy up to this seq is over
-    std::deque<mark> marks_;                    // recorded, oldest first, not yet seen complete
-    std::vector<failure> failures_;             // landed copies CUDA reported an error for
-    std::vector<cudaEvent_t> events_;           // reused: creating one costs microseconds
-    std::vector<std::unique_ptr<lane>> lanes_;  // one per persona that copied
-    std::string error_;                         // the first fast copy that failed after it was issued
-    std::mutex mu_;                             // everything above
+    std::uint64_t issued_ = 0;             // copies issued on the stream (the last one's seq)
+    std::uint64_t landed_ = 0;             // every copy up to this seq is over
+    std::deque<mark> marks_;               // recorded, oldest first, not yet seen complete
+    std::vector<failure> failures_;        // landed copies CUDA reported an error for
+    std::vector<std::uint64_t> injected_;  // test hook: copies to report failed when they land
+    std::vector<cudaEvent_t> events_;      // reused: creating one costs microseconds
+    std::string error_;                    // the first fast copy that failed after it was issued
+    bool released_ = false;                // drain() released the stream and the events
+    std::mutex mu_;                        // everything above
     std::atomic<std::size_t> fast_{0}, fallback_{0};
     const std::shared_ptr<std::atomic<long>> fallbacks_in_flight_ = std::make_shared<std::atomic<long>>(0);
     std::atomic<bool> closed_{false};

@@ -139,24 +139,34 @@ public:
         if (active_) abandon("it went out of scope without destroy()");
     }
 
-    /// Collective: waits until every copy this process issued through the heap is done: each
-    /// upcxx::copy it made (a fallback) completed, making progress for at most
-    /// destroy_wait_seconds, and each fast copy landed (their completions then run at their
-    /// personas' next progress); then, once every rank has done so (so no copy into any rank's
-    /// heap is in flight), tears the UPC++ segment down and forgets the table. Call it before
+    /// Collective, from the master persona: waits until every copy this process issued through
+    /// the heap is done: each upcxx::copy the heap made (a copy with an end in the heap that did
+    /// not take the fast path, and the redo of a fast copy CUDA failed) completed its operation,
+    /// making progress for at most destroy_wait_seconds, and each fast copy landed (their
+    /// completions then run at their personas' next progress); then, once every rank has done so
+    /// (so no copy into any rank's heap is in flight), tears the UPC++ segment down and forgets
+    /// the table. What it waits for never needs the progress of another thread. Call it before
     /// nvshmem_free of memory copies may still touch, and before nvshmem_finalize(). A second
     /// call, or a call on a moved-from heap, does nothing. After upcxx::finalize() it only
     /// releases this process's objects. Throws on every rank: before the teardown, leaving the
     /// heap as it was, when a rank's upcxx::copy calls did not complete in time
-    /// (errc() copies_in_flight: their completions run at their initiator persona's progress);
-    /// after it, when waiting for a fast copy failed on any rank.
+    /// (errc() copies_in_flight); after it, when waiting for a fast copy failed on any rank, or
+    /// a fast copy failed that could no longer be redone (errc() cuda).
     void destroy() {
         if (!active_) return;
-        if (!upcxx::initialized()) {
+        if (!upcxx::initialized() || engine_->forked()) {
             release();
             return;
         }
-        detail::agree(wait_for_fallbacks(), "nvshmem_heap::destroy");
+        {
+            detail::outcome waited = wait_for_copies();
+            try {
+                detail::agree(waited, "nvshmem_heap::destroy");
+            } catch (...) {
+                engine_->reopen();
+                throw;
+            }
+        }
         const std::string drained = engine_->drain();
         upcxx::barrier();  // every rank drained: no fast copy into any heap is in flight
         for (backend::segment &s : segments_) s.destroy();  // collective
@@ -243,8 +253,10 @@ public:
         return {static_cast<T *>(sym), pe};
     }
 
-    /// Counts of the copies heap.copy() made by each path since construction (this process). In
-    /// the public-API mode every copy is counted as a fallback.
+    /// Counts of the copies heap.copy() made by each path since construction (this process):
+    /// `fast`, and `fallback` for the copies with an end that may be heap memory that went to
+    /// upcxx::copy (in the public-API mode every such copy). A copy with no end that can be
+    /// device memory, or of 0 elements, is upcxx::copy untouched and counted in neither.
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
 
     /// Whether heap.copy can take the fast path in this build: true when every UPC++ internal it
@@ -315,6 +327,37 @@ private:
         return false;
     }
     std::size_t n_ranks() const noexcept { return n_ranks_; }
+
+    // A raw pointer `a` inside [maps_lo_, maps_hi_), the span of the peers' heaps as NVSHMEM
+    // maps them in this process: an error when it is inside one of them (copy.hpp).
+    void not_a_peer_mapping(std::uintptr_t a, const char *which) const {
+        for (const peer_map &m : peer_maps_)
+            if (a - m.lo < m.size)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string("nvshmem_heap::copy: the ") + which +
+                                        " is a raw pointer into rank " + std::to_string(m.rank) +
+                                        "'s NVSHMEM heap as this process maps it (nvshmem_ptr; heap offset " +
+                                        std::to_string(a - m.lo) +
+                                        "); upcxx::copy reads a T* as this process's host memory: pass "
+                                        "heap.to_global_ptr(sym, pe) instead");
+    }
+    // The peers' heaps as NVSHMEM maps them here (nvshmem_ptr of each base; none without P2P).
+    void map_peers(const std::vector<detail::rank_entry> &all) {
+        peer_maps_.clear();
+        maps_lo_ = maps_hi_ = 0;
+        for (std::size_t r = 0; r < all.size(); r++) {
+            if (static_cast<int>(r) == upcxx::rank_me()) continue;
+            void *local = nullptr;
+            if (upcxx_extra_nvshmem_local_ptr(static_cast<int>(r), reinterpret_cast<const void *>(all[r].base), 0,
+                                              &local, nullptr, nullptr) != UPCXX_EXTRA_NVSHMEM_STATUS_OK ||
+                !local)
+                continue;
+            const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(local);
+            peer_maps_.push_back(peer_map{lo, all[r].reserved, static_cast<int>(r)});
+            if (peer_maps_.size() == 1 || lo < maps_lo_) maps_lo_ = lo;
+            maps_hi_ = std::max(maps_hi_, lo + all[r].reserved);
+        }
+    }
 
     // Public-API mode: from_global_ptr with UPC++'s public global pointer operations only. The
     // rank is where(); the offset is `p - base` against each segment's base on that rank (newest
@@ -446,6 +489,7 @@ private:
         }
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
         extent_ = mapped;
+        map_peers(all);
     }
 
     // The C library's error; past the extent, it says what to do about it.
@@ -463,11 +507,14 @@ private:
                              nvshmem_errc::heap_inactive);
     }
 
-    // destroy(): upcxx::progress() until every upcxx::copy through this heap has completed, for
-    // at most destroy_wait_seconds.
-    detail::outcome wait_for_fallbacks() const {
+    // destroy(): upcxx::progress() until every upcxx::copy the heap made has completed, for at
+    // most destroy_wait_seconds; the engine is closed in between (no fast copy is issued or
+    // redone from then on: the second wait covers a redo that started before it closed).
+    detail::outcome wait_for_copies() const {
         const std::shared_ptr<std::atomic<long>> &n = engine_->fallbacks_in_flight();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(destroy_wait_seconds);
+        while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
+        engine_->close();
         while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
         const long left = n->load();
         if (left <= 0) return detail::outcome{};
@@ -475,7 +522,7 @@ private:
                                "nvshmem_heap::destroy: " + std::to_string(left) +
                                    " upcxx::copy call(s) through this heap did not complete within " +
                                    std::to_string(destroy_wait_seconds) +
-                                   " s (their completions run at their initiator persona's progress: "
+                                   " s (their operations complete at their initiator persona's progress: "
                                    "wait for them there); the heap was not destroyed"};
     }
 
@@ -489,6 +536,8 @@ private:
         segments_.clear();
         bases_.clear();
         rank_bases_.clear();
+        peer_maps_.clear();
+        maps_lo_ = maps_hi_ = 0;
         newest_ = nullptr;
         n_ranks_ = 0;
         extent_ = 0;
@@ -521,6 +570,9 @@ private:
         rank_bases_ = std::move(o.rank_bases_);
         newest_ = o.newest_;  // the moved vector keeps its storage
         n_ranks_ = o.n_ranks_;
+        peer_maps_ = std::move(o.peer_maps_);
+        maps_lo_ = o.maps_lo_;
+        maps_hi_ = o.maps_hi_;
         engine_ = std::move(o.engine_);
         o.active_ = false;
         o.extent_ = 0;
@@ -529,6 +581,8 @@ private:
         o.rank_bases_.clear();
         o.newest_ = nullptr;
         o.n_ranks_ = 0;
+        o.peer_maps_.clear();
+        o.maps_lo_ = o.maps_hi_ = 0;
     }
 
     detail::rank_entry info_{};
@@ -539,6 +593,13 @@ private:
     const device_gptr *newest_ = nullptr;          // bases_.back().data(): new global pointers' bases
     std::size_t n_ranks_ = 0;                      // bases_.back().size()
     std::vector<std::uintptr_t> rank_bases_;       // [rank]: its heap base (a cache of the C table's; public-API mode)
+    struct peer_map {
+        std::uintptr_t lo;
+        std::size_t size;
+        int rank;
+    };
+    std::vector<peer_map> peer_maps_;             // the peers' heaps as mapped here
+    std::uintptr_t maps_lo_ = 0, maps_hi_ = 0;    // their span (lo == hi: none)
     std::shared_ptr<detail::copy_engine> engine_;
 };
 

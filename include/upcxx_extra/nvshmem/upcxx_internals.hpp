@@ -59,8 +59,10 @@ template <class...>
 struct copy_traits {};
 enum class cx_event_done : int {};
 struct internal_only {};
-template <upcxx::progress_level L, class... A>
-missing send_am_master(A &&...);
+template <class... A>
+missing prepare_deferred_am_master(A &&...);
+template <class... A>
+missing send_prepared_am_master(A &&...);
 template <template <class> class P, class V, class C>
 struct completions_state {};
 template <template <class> class P, class V, class C>
@@ -122,11 +124,17 @@ using completions_has_event_t = completions_has_event<C, E>;
 namespace in_backend {
 using namespace ::upcxx_extra_nvshmem_stand_in;
 using namespace ::upcxx::backend;
-/// UPC++'s AM to `rank`'s master persona at user level, as upcxx::copy sends remote_cx::as_rpc.
+/// remote_cx::as_rpc serialised now into an AM to `rank`'s master persona, sent later: what
+/// upcxx::copy does for a remote completion chained after the initiator learns the copy landed.
 template <class F>
-auto send_am_master_user(int rank,
-                         F &&f) -> decltype(send_am_master<upcxx::progress_level::user>(rank, std::forward<F>(f))) {
-    return send_am_master<upcxx::progress_level::user>(rank, std::forward<F>(f));
+auto prepare_remote_am(int rank, F &&f) -> decltype(prepare_deferred_am_master(rank, std::forward<F>(f))) {
+    return prepare_deferred_am_master(rank, std::forward<F>(f));
+}
+/// Sends a prepared AM, to run at user level on the target's master persona.
+template <class Am>
+auto send_prepared_user(int rank, Am &am)
+    -> decltype(send_prepared_am_master(upcxx::progress_level::user, rank, std::move(am))) {
+    return send_prepared_am_master(upcxx::progress_level::user, rank, std::move(am));
 }
 }  // namespace in_backend
 
@@ -193,14 +201,27 @@ void add_undischarged(P &persona, int d) noexcept {
     if constexpr (has_undischarged<P>) persona.private_detail_do_not_use_undischarged_n_ += d;
 }
 
-// ---- UPC++'s active-message send ---------------------------------------------------------------------
+// ---- UPC++'s deferred active-message send ------------------------------------------------------------
 template <class F>
-using send_am_t = decltype(in_backend::send_am_master_user(0, std::declval<F>()));
+using prepare_am_t = decltype(in_backend::prepare_remote_am(0, std::declval<F>()));
 template <class F>
-constexpr bool has_send_am = is_detected<send_am_t, F> &&
-                             !std::is_same<typename detected_or_void<void, send_am_t, F>::type,
-                                           ::upcxx_extra_nvshmem_stand_in::missing>::value &&
-                             !hidden(4);
+using prepared_am_t = typename detected_or_void<void, prepare_am_t, F>::type;
+template <class Am>
+using send_prepared_t = decltype(in_backend::send_prepared_user(0, std::declval<Am &>()));
+template <class F>
+constexpr bool has_prepared_am_impl() {
+    if constexpr (!is_detected<prepare_am_t, F>) {
+        return false;
+    } else if constexpr (std::is_same<prepared_am_t<F>, ::upcxx_extra_nvshmem_stand_in::missing>::value) {
+        return false;
+    } else {
+        return is_detected<send_prepared_t, prepared_am_t<F>> &&
+               !std::is_same<typename detected_or_void<void, send_prepared_t, prepared_am_t<F>>::type,
+                             ::upcxx_extra_nvshmem_stand_in::missing>::value;
+    }
+}
+template <class F>
+constexpr bool has_prepared_am = has_prepared_am_impl<F>() && !hidden(4);
 
 // ---- upcxx::copy's completion machinery (UPC++ 2022.3 and later: copy_traits) ----------------------
 template <class T>
@@ -215,11 +236,11 @@ using tr_here = typename Tr::cxs_here_t;
 template <class Tr>
 using tr_returner = typename Tr::returner;
 template <class Tr>
-using tr_remote = typename Tr::deserialized_cxs_remote_bound_t;
+using tr_remote = typename Tr::cxs_remote_bound_t;
 template <class Tr>
 using tr_want_remote = decltype(static_cast<bool>(Tr::want_remote));
 template <class Tr, class Cxs>
-using tr_bind_remote = decltype(Tr::cxs_remote_deserialized_value(Tr::bind_remote(std::declval<Cxs>())));
+using tr_bind_remote = decltype(Tr::bind_remote(std::declval<Cxs>()));
 template <class Tr>
 using tr_assert_sane = decltype(Tr::template assert_sane<int>());
 template <class Tr, class Cxs>
@@ -359,9 +380,9 @@ constexpr bool cx_known = fast && has_old_completions_for<Cxs>;
 
 /// Fast mode: whether copies with a remote completion (remote_cx::as_rpc) take the fast path
 /// (UPC++ 2022.3 and later, with the persona's count and the AM send found).
-template <class Remote>
+template <class Bound>
 constexpr bool fast_remote_for =
-    fast && UPCXX_VERSION >= 20220300L && has_undischarged<upcxx::persona> && has_send_am<Remote &&>;
+    fast && UPCXX_VERSION >= 20220300L && has_undischarged<upcxx::persona> && has_prepared_am<Bound>;
 
 /// upcxx::copy's completion machinery for the completions `Cxs` (fast mode only).
 template <class Cxs>
@@ -370,13 +391,18 @@ struct copy_cx {
     using traits = in_detail::copy_traits_t<Cxs>;
     using here_t = typename traits::cxs_here_t;
     using returner_t = typename traits::returner;
-    /// The remote completion with its arguments bound by value at the call (as_rpc binds an
-    /// lvalue by reference; the caller's variable may be gone when the copy lands).
-    using remote_t = typename traits::deserialized_cxs_remote_bound_t;
+    using remote_bound_t = typename traits::cxs_remote_bound_t;
     static constexpr bool want_remote = traits::want_remote;
-    static constexpr bool fast_remote = fast_remote_for<remote_t>;
-    static remote_t bind_remote(Cxs &&cxs) {
-        return traits::cxs_remote_deserialized_value(traits::bind_remote(std::forward<Cxs>(cxs)));
+    static constexpr bool fast_remote = fast_remote_for<remote_bound_t>;
+    /// The remote completion, serialised at the call into an AM not yet sent (as upcxx::copy
+    /// serialises as_rpc's arguments: the caller's variables may be gone when the copy lands);
+    /// int where there is none. It may point into itself: constructed in place, never moved.
+    using remote_t = typename std::conditional<want_remote && fast_remote, prepared_am_t<remote_bound_t>, int>::type;
+    static remote_t prepare_remote(int rank, Cxs &&cxs) {
+        if constexpr (want_remote && fast_remote)
+            return in_backend::prepare_remote_am(rank, traits::bind_remote(std::forward<Cxs>(cxs)));
+        else
+            return (void)rank, (void)cxs, 0;
     }
     /// upcxx::copy's own checks of the element type and the completions.
     template <class T>
@@ -394,13 +420,15 @@ struct copy_cx {
     static void owe_remote(Persona &initiator) noexcept {
         if constexpr (want_remote && fast_remote) add_undischarged(initiator, 1);
     }
-    /// remote_cx::as_rpc, sent as upcxx::copy sends it: an AM run on the target's master
-    /// persona at user level. Runs on `initiator`, which owed it.
+    /// remote_cx::as_rpc, sent as upcxx::copy sends it: the prepared AM, run on the target's
+    /// master persona at user level. Runs on `initiator`, which owed it; once per flight.
     template <class Persona>
-    static void send_remote(Persona &initiator, int rank, remote_t &&bound) {
+    static void send_remote(Persona &initiator, int rank, remote_t &am) {
         if constexpr (want_remote && fast_remote) {
             add_undischarged(initiator, -1);
-            in_backend::send_am_master_user(rank, std::move(bound));
+            in_backend::send_prepared_user(rank, am);
+        } else {
+            (void)initiator, (void)rank, (void)am;
         }
     }
 #else
@@ -411,14 +439,14 @@ struct copy_cx {
     // A remote completion goes to upcxx::copy, as the release defines it.
     static constexpr bool want_remote = in_detail::completions_has_event_t<decayed, upcxx::remote_cx_event>::value;
     static constexpr bool fast_remote = false;
-    static remote_t bind_remote(Cxs &&) { return 0; }
+    static remote_t prepare_remote(int, Cxs &&) { return 0; }
     template <class T>
     static void assert_sane() {}
     static returner_t returner(here_t &here, bool) { return returner_t(here); }
     template <class Persona>
     static void owe_remote(Persona &) noexcept {}
     template <class Persona>
-    static void send_remote(Persona &, int, remote_t &&) {}
+    static void send_remote(Persona &, int, remote_t &) {}
 #endif
 };
 
