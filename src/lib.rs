@@ -11,11 +11,16 @@
 
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
+// Layers, bottom to top (tests/build_layers.rs checks that no `crate::` path points upward):
+// error; panic, logger, heap, cuda; nvshmem; table; doctor; abi.
 pub mod abi;
 mod cuda;
 mod doctor;
+mod error;
+mod heap;
 mod logger;
 mod nvshmem;
+mod panic;
 mod table;
 
 /// The modules this package's tests, benches, fuzzer and doctor binary reach into. Not an API:
@@ -24,7 +29,10 @@ mod table;
 pub mod internals {
     pub use crate::doctor::report;
     pub use crate::nvshmem::{discovery, elf, host_library, state_layout};
-    pub use crate::table::{heap, local_mapping, peers, translation};
+    pub mod heap {
+        pub use crate::heap::*;
+    }
+    pub use crate::table::{local_mapping, peers, translation};
 }
 
 /// Runs when the library is loaded: logging, and where NVSHMEM's state is if NVSHMEM is loaded.

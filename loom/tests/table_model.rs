@@ -16,8 +16,8 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use upcxx_extra_nvshmem_loom::abi::status::Status;
-use upcxx_extra_nvshmem_loom::table::heap::{Heap, Source};
+use upcxx_extra_nvshmem_loom::error::Status;
+use upcxx_extra_nvshmem_loom::heap::{Heap, Source};
 use upcxx_extra_nvshmem_loom::table::peers::{PeerSpec, Peers};
 use upcxx_extra_nvshmem_loom::table::translation::{Global, Table};
 

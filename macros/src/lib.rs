@@ -1,7 +1,7 @@
 //! The attribute macro of upcxx-extra-nvshmem's C ABI: [`macro@export`], the panic boundary.
 //!
 //! Every function of the C ABI is written `#[unsafe(no_mangle)] #[export] pub extern "C" fn
-//! upcxx_extra_nvshmem_...`; the macro runs the body inside `crate::abi::status::guarded` (what a
+//! upcxx_extra_nvshmem_...`; the macro runs the body inside `crate::panic::guarded` (what a
 //! panic returns is chosen by the return type) and is the only thing that may allow the
 //! `no_mangle`: the library denies `unsafe_code`, so an export written plainly does not compile.
 //! It also leaves the export's name in the library's `upcxx_extra_nvshmem_exports` section, the
@@ -33,9 +33,9 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// Forms:
 /// - `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_x(..) -> R { body }`:
 ///   an export. The body runs inside `catch_unwind`, and a panic returns the fallback of `R`
-///   (`crate::abi::status::Boundary`). The body evaluates to `R`, returned as it is, or (for a
+///   (`crate::panic::Boundary`). The body evaluates to `R`, returned as it is, or (for a
 ///   status) to a `Result<()>`, whose error becomes its status with its message recorded,
-///   named after the function (`crate::abi::status::Body`).
+///   named after the function (`crate::panic::Body`).
 /// - `#[export(name = "upcxx_extra_nvshmem_x")] extern "C" fn f(..)` (private, no `no_mangle`):
 ///   the same boundary around a helper of that export (a hot path's slow path), whose errors
 ///   are named after the export.
@@ -45,11 +45,11 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 ///
 /// ```
 /// #![deny(unsafe_code)]
-/// # mod abi { pub mod status { // a stand-in for the library's `abi::status` module, which the expansion names
+/// # mod panic { // a stand-in for the library's `panic` module, which the expansion names
 /// #     pub trait Body<R> { fn finish(self, name: &'static str) -> R; }
 /// #     impl Body<i32> for i32 { fn finish(self, _: &'static str) -> i32 { self } }
 /// #     pub fn guarded<R, B: Body<R>>(name: &'static str, f: impl FnOnce() -> B) -> R { f().finish(name) }
-/// # } }
+/// # }
 /// use upcxx_extra_nvshmem_macros::export;
 ///
 /// #[unsafe(no_mangle)]
@@ -74,11 +74,11 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// A misnamed export is refused:
 ///
 /// ```compile_fail
-/// # mod abi { pub mod status {
+/// # mod panic {
 /// #     pub trait Body<R> { fn finish(self, name: &'static str) -> R; }
 /// #     impl Body<i32> for i32 { fn finish(self, _: &'static str) -> i32 { self } }
 /// #     pub fn guarded<R, B: Body<R>>(name: &'static str, f: impl FnOnce() -> B) -> R { f().finish(name) }
-/// # } }
+/// # }
 /// #[unsafe(no_mangle)]
 /// #[upcxx_extra_nvshmem_macros::export]
 /// pub extern "C" fn answer() -> i32 { 42 }
@@ -88,11 +88,11 @@ fn is_no_mangle(a: &syn::Attribute) -> bool {
 /// and so is an export named with `export_name` (its name would escape the checks):
 ///
 /// ```compile_fail
-/// # mod abi { pub mod status {
+/// # mod panic {
 /// #     pub trait Body<R> { fn finish(self, name: &'static str) -> R; }
 /// #     impl Body<i32> for i32 { fn finish(self, _: &'static str) -> i32 { self } }
 /// #     pub fn guarded<R, B: Body<R>>(name: &'static str, f: impl FnOnce() -> B) -> R { f().finish(name) }
-/// # } }
+/// # }
 /// #[unsafe(export_name = "upcxx_extra_nvshmem_answer")]
 /// #[upcxx_extra_nvshmem_macros::export(name = "upcxx_extra_nvshmem_answer")]
 /// extern "C" fn answer() -> i32 { 42 }
@@ -162,7 +162,7 @@ fn export_impl(attr: TokenStream, item: TokenStream) -> syn::Result<proc_macro2:
     let body = &f.block;
     *f.block = syn::parse2(quote!({
         #record
-        crate::abi::status::guarded(#name, move || #body)
+        crate::panic::guarded(#name, move || #body)
     }))?;
     // The one allowance of `unsafe_code` for `no_mangle` (and for the body's pointer writes).
     f.attrs.push(syn::parse_quote!(#[allow(unsafe_code)]));

@@ -1,7 +1,7 @@
 //! The C ABI's functions and types: marshalling only (policy lives in
 //! [`crate::table::process_heap`], [`crate::table`], [`crate::nvshmem`]). Every function is
 //! written `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_...`: the
-//! `#[export]` macro runs its body inside the panic boundary ([`crate::abi::status::guarded`]). A
+//! `#[export]` macro runs its body inside the panic boundary ([`crate::error::guarded`]). A
 //! body evaluates to the function's return type, or for a status to a `Result<()>` (`?` works; the error is recorded, named after the function). The crate
 //! denies `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not
 //! compile; the macro also records each export in the library, which `tests/build_exports.rs`
@@ -13,9 +13,9 @@
 //!
 //! The types have Rust names; cbindgen writes their C names (`cbindgen.toml`).
 
-use crate::abi::status::{Error, Result, Status};
+use crate::error::{Error, Result, Status};
+use crate::heap::Source;
 use crate::nvshmem::discovery::{self, StateRef};
-use crate::table::heap::Source;
 use crate::table::peers::PeerSpec;
 use crate::table::process_heap;
 use crate::table::translation::Global;
@@ -448,7 +448,7 @@ pub extern "C" fn upcxx_extra_nvshmem_strerror(status: c_int) -> *const c_char {
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_last_error() -> *const c_char {
-    crate::abi::status::last_error_ptr()
+    crate::error::last_error_ptr()
 }
 
 /// Selects which resolution step discovery uses (an `upcxx_extra_nvshmem_source_t`: NONE = all

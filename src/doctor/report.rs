@@ -2,13 +2,13 @@
 //! JSON, with a verdict. Used by `upcxx-nvshmem-doctor` (a file, without initialising NVSHMEM)
 //! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
 
-use crate::abi::status::Status;
 use crate::cuda;
+use crate::error::Status;
+use crate::heap::Source;
 use crate::nvshmem::discovery::{self, Step};
 use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use crate::nvshmem::state_layout;
-use crate::table::heap::Source;
 use crate::table::{Heap, TABLE};
 use serde_json::{Value, json};
 use std::path::Path;

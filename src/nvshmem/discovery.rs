@@ -13,8 +13,8 @@
 //! already loaded, otherwise on first use); the *values* are read at every query and validated
 //! against the public `nvshmem_ptr` before use.
 
-use crate::abi::status::{Error, Result, Status};
 use crate::cuda;
+use crate::error::{Error, Result, Status};
 use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use crate::nvshmem::state_layout::{self, PREFIX_LEN, StateFields};
@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::table::heap::{Heap, Source};
+use crate::heap::{Heap, Source};
 
 /// A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

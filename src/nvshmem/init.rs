@@ -8,7 +8,7 @@
 //! accepts: each carries a version field `(1 << 16) + size` that tells the library which layout
 //! it is given.
 
-use crate::abi::status::{Error, Result, Status};
+use crate::error::{Error, Result, Status};
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use std::ffi::{c_char, c_int, c_uint, c_void};
 

@@ -7,7 +7,7 @@
 //! `None` when they are not mapped here (another node, no P2P, a heap attached by hand).
 
 use super::TABLE;
-use crate::abi::status::Result;
+use crate::error::Result;
 use crate::nvshmem::host_library;
 
 /// A new heap is published: NVSHMEM may have been loaded since the last search.

@@ -2,8 +2,8 @@
 //! ([`super::translation`]) installs it: every PE's UPC++ rank and heap base. Needs only the heap
 //! and the statuses, so the loom model compiles it as it is.
 
-use super::heap::Heap;
-use crate::abi::status::{Error, Result, Status, pes};
+use crate::error::{Error, Result, Status, pes};
+use crate::heap::Heap;
 
 /// Why a map of `0..n` into `0..n` is not a permutation: its first index that breaks it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,9 +136,9 @@ impl Peers {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::super::heap::Source;
     use super::*;
-    use crate::abi::status::Status;
+    use crate::error::Status;
+    use crate::heap::Source;
 
     fn heap(n: i32) -> Heap {
         Heap { base: 0x10000, size: 0x1000, mapped_size: 0x800, my_pe: 0, n_pes: n, device: 3, version: (3, 4, 5), source: Source::Manual }

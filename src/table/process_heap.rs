@@ -2,10 +2,10 @@
 //! translation; a heap attached by hand is kept as it is; when NVSHMEM is gone, a discovered heap
 //! and its table are dropped. The C ABI (`abi`) only marshals around these.
 
-use super::heap::Source;
 use super::peers::{PeerSpec, Peers};
 use super::{Heap, TABLE};
-use crate::abi::status::{Result, Status};
+use crate::error::{Result, Status};
+use crate::heap::Source;
 use crate::nvshmem::discovery;
 use crate::nvshmem::state_layout::StateFields;
 
@@ -66,7 +66,7 @@ pub fn attach(heap: Heap) -> Result<()> {
 pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Result<()> {
     let heap = current()?;
     if n_pes != heap.n_pes as usize {
-        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::abi::status::pes(heap.n_pes));
+        crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::error::pes(heap.n_pes));
     }
     TABLE.set_peers(&Peers::new(&heap, &read(n_pes))?)
 }

@@ -26,9 +26,9 @@
 //! atomics and mutex, and every read holds a loom cell of its snapshot that freeing the snapshot
 //! writes, so a snapshot freed while a reader may hold it is a reported causality violation.
 
-use super::heap::{Heap, Source};
 use super::peers::Peers;
-use crate::abi::status::{Error, Result, Status};
+use crate::error::{Error, Result, Status};
+use crate::heap::{Heap, Source};
 #[cfg(loom)]
 use loom::sync::{
     Mutex, MutexGuard,
@@ -700,8 +700,8 @@ mod tests {
 
     #[test]
     fn counts_of_pes_read_as_english() {
-        assert_eq!(crate::abi::status::pes(1), "1 PE");
-        assert_eq!(crate::abi::status::pes(4), "4 PEs");
+        assert_eq!(crate::error::pes(1), "1 PE");
+        assert_eq!(crate::error::pes(4), "4 PEs");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! Status codes, the thread-local last-error message, and the panic boundary that every exported
-//! function runs its body inside.
+//! The bottom of the crate: the status codes of the C ABI, the error type every module returns
+//! ([`Error`], [`Result`], [`fail!`](crate::fail)), and the thread's last error message that
+//! `upcxx_extra_nvshmem_last_error` returns. Imports nothing of the crate; the panic boundary
+//! ([`crate::panic`]) is above it, and `table/` and `nvshmem/` use it without importing each other.
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// The result of every call of the C ABI.
 ///
@@ -109,7 +110,6 @@ impl Status {
 }
 
 #[cfg(test)]
-#[allow(unsafe_code)] // tests read the C strings the boundary returns
 mod table_tests {
     use super::Status;
 
@@ -125,25 +125,11 @@ mod table_tests {
     }
 
     #[test]
-    fn a_panic_returns_the_fallback_of_the_type() {
-        use std::ffi::{CStr, c_char};
-        let s: Status = super::guarded("t", || -> Status { panic!("test") });
-        assert_eq!(s, Status::Panic);
-        assert!(super::last_error().contains("t: internal panic caught at the C ABI boundary: test"));
-        let p: *const c_char = super::guarded("t", || -> *const c_char { panic!("test") });
-        assert_eq!(unsafe { CStr::from_ptr(p) }, Status::Panic.description());
-        let e: Status = super::guarded("t", || Err(super::Error::new(Status::BadPe, "pe 9")));
-        assert_eq!((e, super::last_error().as_str()), (Status::BadPe, "t: pe 9"));
-        let s: Status = super::guarded("t", || Status::BadRank);
-        assert_eq!((s, super::last_error().as_str()), (Status::BadRank, "t: pe 9"), "a status body is returned as it is");
-    }
-
-    #[test]
     fn names_are_the_headers() {
         assert_eq!(Status::NullArgument.name(), "NULL_ARGUMENT");
         assert_eq!(Status::from_u32(14), Some(Status::Panic));
         assert_eq!(Status::from_u32(15), None);
-        let header = include_str!("../../include/upcxx_extra_nvshmem.h");
+        let header = include_str!("../include/upcxx_extra_nvshmem.h");
         for s in Status::ALL {
             let line = format!("UPCXX_EXTRA_NVSHMEM_STATUS_{} = {},", s.name(), s as u32);
             assert!(header.contains(&line), "the header lacks {line}");
@@ -184,7 +170,7 @@ pub fn pes(n: impl Into<i64>) -> String {
 #[macro_export]
 macro_rules! fail {
     ($status:ident, $($arg:tt)*) => {
-        return Err($crate::abi::status::Error::new($crate::abi::status::Status::$status, format!($($arg)*)))
+        return Err($crate::error::Error::new($crate::error::Status::$status, format!($($arg)*)))
     };
 }
 
@@ -201,6 +187,7 @@ pub fn set_last_error(message: &str) {
 
 /// This thread's last error message (a copy).
 #[cfg(test)]
+#[allow(dead_code)] // the panic boundary's tests read it
 pub fn last_error() -> String {
     LAST_ERROR.try_with(|slot| slot.borrow().to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -208,90 +195,4 @@ pub fn last_error() -> String {
 /// Pointer to this thread's last error message (valid until the next failing call on this thread).
 pub fn last_error_ptr() -> *const c_char {
     LAST_ERROR.try_with(|slot| slot.borrow().as_ptr()).unwrap_or(c"".as_ptr())
-}
-
-/// The panic boundary. Every exported function's body runs inside it (the `#[export]` macro of
-/// `upcxx_extra_nvshmem_macros` writes the call, with the function's name): a panic becomes the
-/// fallback of the return type ([`Boundary::panicked`]). The body evaluates to the return type,
-/// returned as it is, or, for a status, to a [`Result`], whose error becomes its status with
-/// the message recorded as the last error ([`Body`]). Inlined, and a body that cannot unwind
-/// (the hot paths: their slow paths are `extern "C"`, which cannot unwind either) costs no
-/// frame and keeps its tail call; the failure paths are out of line.
-#[inline(always)]
-pub fn guarded<R: Boundary, B: Body<R>>(name: &'static str, body: impl FnOnce() -> B) -> R {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(b) => b.finish(name),
-        Err(payload) => R::panicked(name, payload),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn record_error(name: &str, e: Error) -> Status {
-    log::debug!("{name}: {}: {}", e.status.name(), e.message);
-    set_last_error(&format!("{name}: {}", e.message));
-    e.status
-}
-
-#[cold]
-#[inline(never)]
-fn record_panic(name: &str, payload: Box<dyn std::any::Any + Send>) -> Status {
-    let what = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into());
-    set_last_error(&format!("{name}: internal panic caught at the C ABI boundary: {what}"));
-    Status::Panic
-}
-
-/// A type an exported function may return: what it returns when its body panicked (the panic is
-/// recorded as the last error). As rustls-ffi does, chosen by the return type: a status returns
-/// `PANIC`, a string the static description of a panic. A return type without an impl does not
-/// compile.
-pub trait Boundary: Sized {
-    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self;
-}
-
-impl Boundary for Status {
-    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
-        record_panic(name, payload)
-    }
-}
-
-impl Boundary for *const c_char {
-    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
-        record_panic(name, payload).description().as_ptr()
-    }
-}
-
-/// What the body of a function returning `R` may evaluate to: `R` itself, or for a status a
-/// `Result<()>` (so that `?` works), whose error is recorded as the last error, named after the
-/// function.
-pub trait Body<R> {
-    fn finish(self, name: &'static str) -> R;
-}
-
-impl Body<Status> for Status {
-    #[inline(always)]
-    fn finish(self, _: &'static str) -> Status {
-        self
-    }
-}
-
-impl Body<Status> for Result<()> {
-    #[inline(always)]
-    fn finish(self, name: &'static str) -> Status {
-        match self {
-            Ok(()) => Status::Ok,
-            Err(e) => record_error(name, e),
-        }
-    }
-}
-
-impl Body<*const c_char> for *const c_char {
-    #[inline(always)]
-    fn finish(self, _: &'static str) -> *const c_char {
-        self
-    }
 }

@@ -3,7 +3,7 @@
 //! produces it, `attach` takes it from a caller, the table publishes it. Needs only the
 //! statuses, so the loom model compiles it as it is.
 
-use crate::abi::status::Result;
+use crate::error::Result;
 
 /// Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
 /// ABI's `upcxx_extra_nvshmem_source_t`, also how C callers name a step to select).
@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn sources_are_the_headers_in_numeric_order() {
-        let header = include_str!("../../include/upcxx_extra_nvshmem.h");
+        let header = include_str!("../include/upcxx_extra_nvshmem.h");
         for (i, s) in Source::ALL.iter().enumerate() {
             assert_eq!((*s as usize, Source::from_u32(i as u32)), (i, Some(*s)));
             let line = format!("UPCXX_EXTRA_NVSHMEM_SOURCE_{} = {i},", s.name().to_uppercase());
