@@ -7,8 +7,9 @@
 // device. Nothing waits in the call: the copy gets the next sequence number of the stream, and
 // one LPC, queued on the persona that issued it, completes it at that persona's user-level
 // progress once it landed. The stream runs copies in issue order, so one CUDA event (a mark)
-// tells that every copy up to a sequence number landed: the first completion LPC of a progress
-// records a mark after every copy issued so far, and the others find their copy covered by it. A
+// tells that every copy up to a sequence number landed: a copy issued while no mark is pending
+// gets one of its own (a lone copy completes as soon as it lands), and a completion LPC that
+// finds its copy uncovered records one after every copy issued so far, which the others share. A
 // flood of copies costs one cudaMemcpyAsync and one LPC each and a few events in all.
 //
 // Each completion LPC owns its copy and holds nothing of any other persona: a persona (or the
@@ -131,6 +132,7 @@ struct flight {
     // Set by the engine.
     std::uint64_t seq = 0;          // its place on the stream: 1, 2, ... (0: not issued)
     bool injected_failure = false;  // test hook: not issued, fails when it completes
+    std::uint64_t asked = 0;        // the engine's query count when this copy last looked
 };
 
 class copy_engine : public std::enable_shared_from_this<copy_engine> {
@@ -266,6 +268,7 @@ private:
         }
         f.seq = ++issued_;
         if (f.injected_failure) injected_.push_back(f.seq);
+        if (marks_.empty()) record_mark();  // the first copy since the last mark: one of its own
     }
 
     // Under mu_: how copy `seq` ended (cudaSuccess, a CUDA error), or cudaErrorNotReady. Retires
@@ -392,8 +395,16 @@ private:
         ref.finish(std::move(f), e, redo ? fallbacks_in_flight_ : nullptr);
     }
 
-    cudaError_t outcome(const flight &f) {
+    // How copy `f` ended, or cudaErrorNotReady. The completions of a flood run back to back in
+    // one progress: one asks CUDA, and the others, covered by a mark, take its answer until each
+    // comes round again (one query per round, not one per copy).
+    cudaError_t outcome(flight &f) {
         std::lock_guard<std::mutex> lock(mu_);
+        if (f.seq > landed_ && f.asked != asked_ && !marks_.empty() && marks_.back().through >= f.seq) {
+            f.asked = asked_;
+            return cudaErrorNotReady;
+        }
+        f.asked = ++asked_;
         return outcome_of(f.seq);
     }
     // The host waits for every copy issued so far (a completion that cannot stay queued).
@@ -437,6 +448,7 @@ private:
     std::vector<std::uint64_t> injected_;  // test hook: copies to report failed when they land
     std::vector<cudaEvent_t> events_;      // reused: creating one costs microseconds
     std::string error_;                    // the first fast copy that failed after it was issued
+    std::uint64_t asked_ = 0;              // how many times a completion asked CUDA (outcome())
     bool released_ = false;                // drain() released the stream and the events
     std::mutex mu_;                        // everything above
     std::atomic<std::size_t> fast_{0}, fallback_{0};

@@ -1,10 +1,11 @@
-// The copy engine's lanes, polls and lifetimes (include/upcxx_extra/nvshmem/copy_engine.hpp) with
+// The copy engine's completions, marks and lifetimes (include/upcxx_extra/nvshmem/copy_engine.hpp) with
 // CUDA and UPC++'s personas replaced by the stand-ins in this folder: no GPU and no UPC++, so
 // copies land exactly when the test says, which a GPU run cannot arrange. Built with
 // ThreadSanitizer by the test driver. The real engine on GPUs: copy_semantics_test.
 //   M1 a flood: 5 copies issued without waiting, none completed inside the call; 3 landed: one
-//      progress completes the first (a lane's first copy has an event of its own) and none of
-//      the others (they share the event the poll records); all 5, in issue order, once landed
+//      progress completes the first (a copy issued while no mark is pending has an event of its
+//      own) and none of the others (they share the event a completion records); all 5, in
+//      issue order, once landed
 //   M2 drain() returns once every copy landed, not before, and runs no completion; each is then
 //      queued on its initiator persona and runs at its next progress
 //   M3 4 threads (personas) x 8 copies landing at random; the last owner of the engine is a
@@ -52,7 +53,7 @@ struct counted_flight : flight {
     int id;
     counted_flight(std::atomic<int> *d, std::atomic<int> *w, std::vector<int> *o, int i)
         : done(d), wrong(w), order(o), id(i) {}
-    void finish(std::unique_ptr<flight>, cudaError_t e, bool) override {
+    void finish(std::unique_ptr<flight>, cudaError_t e, std::shared_ptr<std::atomic<long>>) override {
         if (e != cudaSuccess || &upcxx::current_persona() != expected) ++*wrong;
         if (order) order->push_back(id);
         ++*done;
@@ -121,7 +122,7 @@ void m2_drain() {
     {
         upcxx::persona_scope s(a);
         for (int i = 0; i < 3; i++) copy_async(*eng, done, wrong);
-        a.progress();  // the lane's poll finds nothing landed and stays queued
+        a.progress();  // each copy's completion finds nothing landed and stays queued
     }
     const auto landing = std::chrono::milliseconds(50);
     const auto t0 = clk::now();
@@ -137,8 +138,8 @@ void m2_drain() {
         std::lock_guard<std::mutex> lock(a.mu);
         queued = a.inbox.size();
     }
-    CHECK(err.empty() && took >= landing && queued == 1 && done.load() == 0,
-          "M2: drain() returned after %lld ms (the copies land after %lld ms), the lane's poll queued (%zu LPCs), "
+    CHECK(err.empty() && took >= landing && queued == 3 && done.load() == 0,
+          "M2: drain() returned after %lld ms (the copies land after %lld ms), each copy's completion queued (%zu LPCs), "
           "no completion run (%d ran)%s%s",
           static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
           static_cast<long long>(landing.count()), queued, done.load(), err.empty() ? "" : ": ", err.c_str());
