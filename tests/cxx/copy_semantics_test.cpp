@@ -45,6 +45,28 @@
 //   F3 (>= 2 GPUs visible) the calling thread's current device is another GPU than the heap's,
 //      from the heap's first copy on: copies right, fast, no error later, the caller's device
 //      left as it was.
+//   F3 also: copy_after(0, ...) with the other device current is ordered after THAT device's
+//      legacy default stream (a host function sleeping 300 ms, then writing the source).
+//      Naive: the event recorded on the heap device's legacy stream: the copy reads the old bytes.
+//   F10 personas that go away with a fast copy in flight: a persona deleted (and, par, a thread
+//      that exits) before its copy completed, then a new one, very likely at the same address:
+//      the new one's copies complete. Naive: lanes keyed by the persona's address, the new
+//      persona inheriting a poll that never runs (a hang).
+//   F11 (par) a worker thread copies host -> host and 0 elements, then exits: destroy() returns at
+//      once. Naive: those upcxx::copy calls tracked by an LPC on the dead thread's persona, destroy()
+//      waiting 60 s and throwing copies_in_flight.
+//   F12 a fast copy that fails after it was issued (test hook), destroy() called at once:
+//      destroy() waits for its redo through upcxx::copy; the target's bytes are right when
+//      destroy() returns there. Naive: the redo left in flight while the segment goes (SIGSEGV).
+//      (par) The same copy issued by a thread that never makes progress again: it cannot be
+//      redone, and destroy() says so on every rank (errc cuda). Naive: reported as success.
+//   F13 0 elements, as upcxx::copy: at the heap's end (one past extent()) no range error, the
+//      future as ready as upcxx::copy's, nothing counted. Naive: range checks before n == 0.
+//   F14 a raw T* from nvshmem_ptr(sym, peer) (a peer's heap as mapped here), source or
+//      destination: INVALID_ARGUMENT naming heap.to_global_ptr. Naive: only this rank's range
+//      checked, the mapping handed to upcxx::copy as host memory.
+//   F15 fork(): in a child, heap.copy (fast, host -> host, 0 elements) and copy_after throw errc
+//      forked, and touch neither CUDA nor UPC++. Naive: only the fast path refuses.
 //   F1 destroy() drains: rank 0 copies 64 MiB into rank 1's heap without waiting, and another 64
 //      MiB with copy_after behind a 300 ms host function; destroy(); rank 1 checks every byte as
 //      soon as destroy() returns; rank 0's futures become ready; nvshmem_free + nvshmem_finalize.
@@ -66,6 +88,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -948,6 +971,38 @@ static void f3_other_device(unsigned char *a, unsigned char *b) {
     }
     check("F3.other_device", quiet, "no copy failed later");
     path_is("F3.path", c0, mapped ? copies : 0, mapped ? 0 : copies, "copies with another device current");
+    // copy_after(0, ...) with the other device current: after the work on THAT device's legacy
+    // default stream (a host function that sleeps, then writes the host source).
+    {
+        static std::vector<unsigned char> host_src;
+        host_src.assign(small, 0);
+        prepare(a, b, small, ++salt);
+        cudaSetDevice(other);
+        static int ms = 300;
+        static int fill_salt;
+        fill_salt = salt;
+        cudaLaunchHostFunc(
+            0,
+            [](void *) {
+                usleep(static_cast<useconds_t>(ms) * 1000u);
+                for (std::size_t i = 0; i < host_src.size(); i++) host_src[i] = copy_test::pattern(me, i, fill_salt);
+            },
+            nullptr);
+        bool ok = false;
+        try {
+            ok = wait_for(heap.copy_after(0, host_src.data(), gb_next, small), 60);
+        } catch (const std::exception &e) {
+            check("F3.copy_after_legacy", false, "copy_after(0, ...): %s", e.what());
+        }
+        cudaDeviceSynchronize();
+        cudaSetDevice(gpu);
+        barrier();
+        const long wrong = count_wrong(b, small, prev, salt);
+        check("F3.copy_after_legacy", ok && wrong == 0,
+              "copy_after(0, ...) with device %d current (heap's %d): ordered after that device's legacy stream (%ld "
+              "wrong bytes)",
+              other, gpu, wrong);
+    }
     heap.destroy();
     g_heap = nullptr;
 }
@@ -994,6 +1049,254 @@ static void f1_destroy_drains(unsigned char *a, unsigned char *b) {
     }
     cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
+    barrier();
+}
+
+// =================================================================================================
+// F10: personas that go away with a fast copy in flight.
+static void f10_personas(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    if (!mapped || forced) {
+        skip("F10", "the fast path is not taken here (the next PE is not mapped, or every copy falls back)");
+        return;
+    }
+    const dptr src = heap.to_global_ptr(a), dst = heap.to_global_ptr(b, next);
+    int same_address = 0, completed = 0;
+    const int rounds = 4;
+    for (int round = 0; round < rounds; round++) {
+        upcxx::persona *p = new upcxx::persona;
+        const void *addr = p;
+        {
+            upcxx::persona_scope s(*p);
+            (void)heap.copy(src, dst, small);  // its completion never runs: the persona goes
+        }
+        delete p;
+        upcxx::persona *q = new upcxx::persona;
+        same_address += static_cast<const void *>(q) == addr;
+        bool ok = false;
+        {
+            upcxx::persona_scope s(*q);
+            ok = wait_for(heap.copy(src, dst, small), 30);
+        }
+        completed += ok;
+        delete q;
+    }
+    check("F10.persona_reuse", completed == rounds,
+          "a new persona after one deleted with a copy in flight (%d of %d at the same address): %d of %d copies "
+          "completed",
+          same_address, rounds, completed, rounds);
+#if UPCXX_THREADMODE
+    int done = 0;
+    for (int round = 0; round < rounds; round++) {
+        std::thread t1([&] {
+            cudaSetDevice(gpu);
+            (void)heap.copy(src, dst, small);  // the thread exits without progress
+        });
+        t1.join();
+        bool ok = false;
+        std::thread t2([&] {
+            cudaSetDevice(gpu);
+            ok = wait_for(heap.copy(src, dst, small), 30);
+        });
+        t2.join();
+        done += ok;
+    }
+    check("F10.thread_exit", done == rounds,
+          "a thread's copy after another thread exited with one in flight: %d of %d completed", done, rounds);
+#endif
+    barrier();
+}
+
+// =================================================================================================
+// F11 (par): upcxx::copy calls with no end in the heap, from a thread that exits: not waited for.
+static void f11_untracked(unsigned char *a, unsigned char *b) {
+#if UPCXX_THREADMODE
+    nvshmem_heap heap;
+    g_heap = &heap;
+    hptr hg = upcxx::new_array<unsigned char>(64);
+    std::vector<unsigned char> host(64, 7);
+    const auto c0 = heap.copies();
+    std::thread t([&] {
+        cudaSetDevice(gpu);
+        (void)heap.copy(host.data(), hg, 64);                                         // host -> host
+        (void)heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, next), 0);      // 0 elements
+    });
+    t.join();
+    const auto c1 = heap.copies();
+    check("F11.not_counted", c1.fast == c0.fast && c1.fallback == c0.fallback,
+          "host -> host and 0-element copies counted in neither path (%zu fast, %zu fallback)", c1.fast - c0.fast,
+          c1.fallback - c0.fallback);
+    const double t0 = copy_test::now();
+    std::string err;
+    try {
+        heap.destroy();
+    } catch (const std::exception &e) {
+        err = e.what();
+    }
+    const double took = copy_test::now() - t0;
+    g_heap = nullptr;
+    check("F11.destroy", err.empty() && took < 20,
+          "destroy() after a thread that exited issued them: %.1f s%s%s", took, err.empty() ? "" : ": ", err.c_str());
+    upcxx::delete_array(hg);
+#else
+    (void)a, (void)b;
+    skip("F11", "threads issuing copies need the par threadmode");
+#endif
+}
+
+// =================================================================================================
+// F12: destroy() waits for the redo of a fast copy that failed after it was issued.
+static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
+    if (!mapped || forced) {
+        skip("F12", "the fast path is not taken here");
+        return;
+    }
+    const int salt = 50;
+    {
+        nvshmem_heap heap;
+        g_heap = &heap;
+        prepare(a, b, big, salt);
+        upcxx::future<> f;
+        if (me == 0) {
+            upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+            f = heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), big);
+        }
+        std::string err;
+        try {
+            heap.destroy();  // no progress before: the failure is found inside destroy()
+        } catch (const std::exception &e) {
+            err = e.what();
+        }
+        g_heap = nullptr;
+        check("F12.destroy", err.empty(), "destroy() with a failed copy to redo: %s", err.empty() ? "ok" : err.c_str());
+        if (me == 1) {
+            const long wrong = count_wrong(b, big, 0, salt);
+            check("F12.redo_landed", wrong == 0,
+                  "rank 0's failed 64 MiB copy into this heap, redone through upcxx::copy: %ld wrong bytes when "
+                  "destroy() returned",
+                  wrong);
+        }
+        if (me == 0) check("F12.future", wait_for(f, 30), "the failed copy's future became ready");
+        barrier();
+    }
+#if UPCXX_THREADMODE
+    {
+        nvshmem_heap heap;
+        g_heap = &heap;
+        prepare(a, b, small, salt + 1);
+        if (me == 0) {
+            std::thread t([&] {
+                cudaSetDevice(gpu);
+                upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+                (void)heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), small);
+            });
+            t.join();  // its persona never makes progress again: the copy cannot be redone
+        }
+        bool cuda = false;
+        std::string err = "no exception";
+        try {
+            heap.destroy();
+        } catch (const heap_error &e) {
+            cuda = e.errc() == upcxx::extra::nvshmem_errc::cuda;
+            err = e.what();
+        }
+        g_heap = nullptr;
+        check("F12.unredone_reported", cuda,
+              "destroy() with a failed copy that can no longer be redone throws errc cuda on every rank: %s",
+              err.c_str());
+        barrier();
+    }
+#endif
+}
+
+// =================================================================================================
+// F13: 0 elements, exactly as upcxx::copy.
+static void f13_zero_elements(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    const dptr base = heap.to_global_ptr(static_cast<unsigned char *>(heap.base()));
+    const dptr end = base + static_cast<std::ptrdiff_t>(heap.extent());  // one past the heap
+    std::vector<unsigned char> host(16);
+    const auto c0 = heap.copies();
+    int errors = 0, readiness = 0;
+    auto zero = [&](const char *what, auto &&heap_call, auto &&upcxx_call) {
+        try {
+            auto f1 = heap_call();
+            auto f2 = upcxx_call();
+            if (ready(f1) != ready(f2)) {
+                readiness++;
+                check("F13.future", false, "%s: heap.copy's future %s, upcxx::copy's %s", what,
+                      ready(f1) ? "ready" : "not ready", ready(f2) ? "ready" : "not ready");
+            }
+            if (!wait_for(f1, 30) || !wait_for(f2, 30)) errors++;
+        } catch (const std::exception &e) {
+            errors++;
+            check("F13.zero", false, "%s: %s", what, e.what());
+        }
+    };
+    zero("end of heap -> host", [&] { return heap.copy(end, host.data(), 0); },
+         [&] { return upcxx::copy(end, host.data(), 0); });
+    zero("heap -> end of heap", [&] { return heap.copy(base, end, 0); }, [&] { return upcxx::copy(base, end, 0); });
+    const dptr ga = heap.to_global_ptr(a), gb = heap.to_global_ptr(b, next);
+    zero("heap -> peer heap", [&] { return heap.copy(ga, gb, 0); }, [&] { return upcxx::copy(ga, gb, 0); });
+    const auto c1 = heap.copies();
+    check("F13.zero", errors == 0 && readiness == 0 && c1.fast == c0.fast && c1.fallback == c0.fallback,
+          "0-element copies at and one past the heap's end: no error, futures as upcxx::copy's, none counted (%zu "
+          "fast, %zu fallback)",
+          c1.fast - c0.fast, c1.fallback - c0.fallback);
+    barrier();
+}
+
+// =================================================================================================
+// F14: a raw pointer into a peer's heap as NVSHMEM maps it here.
+static void f14_peer_mapping(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    unsigned char *peer_b = static_cast<unsigned char *>(nvshmem_ptr(b, next));
+    if (!peer_b || next == me) {
+        skip("F14", "NVSHMEM does not map the next PE's heap here");
+        return;
+    }
+    std::vector<unsigned char> host(small);
+    const hptr hg = upcxx::new_array<unsigned char>(small);
+    expect_error("F14.peer_mapping", UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, "to_global_ptr",
+                 "a peer's mapping as the source", [&] { (void)heap.copy(peer_b + 8, hg, small); });
+    expect_error("F14.peer_mapping", UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, "to_global_ptr",
+                 "a peer's mapping as the destination",
+                 [&] { (void)heap.copy(heap.to_global_ptr(a), peer_b, small); });
+    upcxx::delete_array(hg);
+    barrier();
+}
+
+// =================================================================================================
+// F15: fork().
+static void f15_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    const dptr ga = heap.to_global_ptr(a), gb = heap.to_global_ptr(b, next);
+    std::vector<unsigned char> host(64);
+    const hptr hg = upcxx::new_array<unsigned char>(64);
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        // The child: every call must throw errc forked before touching CUDA or UPC++.
+        int wrong = 0;
+        auto expect_forked = [&](auto &&call) {
+            try {
+                call();
+                wrong++;
+            } catch (const heap_error &e) {
+                if (e.errc() != upcxx::extra::nvshmem_errc::forked) wrong++;
+            } catch (...) {
+                wrong++;
+            }
+        };
+        expect_forked([&] { (void)heap.copy(ga, gb, small); });
+        expect_forked([&] { (void)heap.copy(host.data(), hg, 64); });
+        expect_forked([&] { (void)heap.copy(ga, gb, 0); });
+        expect_forked([&] { (void)heap.copy_after(0, ga, gb, small); });
+        expect_forked([&] { (void)heap.copy_after(0, host.data(), hg, 64); });
+        _exit(wrong);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    check("F15.fork", WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "in a fork() child, 5 copies (fast, host -> host, 0 elements, copy_after) threw errc forked (%d did not)",
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    upcxx::delete_array(hg);
     barrier();
 }
 
@@ -1054,11 +1357,17 @@ int main() {
         group("F8", [&] { f8_copy_after(heap, a, b); });
         group("F2", [&] { f2_own_allocator_and_old_pointers(heap, a, b); });
         group("F4", [&] { f4_failed_copy(heap, a, b); });
+        group("F10", [&] { f10_personas(heap, a, b); });
+        group("F13", [&] { f13_zero_elements(heap, a, b); });
+        group("F14", [&] { f14_peer_mapping(heap, a, b); });
+        group("F15", [&] { f15_fork(heap, a, b); });
         group("F6", [&] { f6_growth(heap, a); });
         group("destroy", [&] { heap.destroy(); });
         g_heap = nullptr;
     }
     group("F3", [&] { f3_other_device(a, b); });
+    group("F11", [&] { f11_untracked(a, b); });
+    group("F12", [&] { f12_redo_before_destroy(a, b); });
     group("F1", [&] { f1_destroy_drains(a, b); });
     nvshmem_free(b);
     nvshmem_free(a);
