@@ -94,7 +94,7 @@ int main() {
 #endif
     CHECK(cudaFree(base) == cudaSuccess);
     int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT upcxx_copy %s (%d ranks, UPC++ %d)\n", total ? "FAIL" : "PASS", n, UPCXX_VERSION);
+    if (me == 0) std::printf("RESULT upcxx_copy %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n, long(UPCXX_VERSION));
     upcxx::finalize();
     return total ? 1 : 0;
 }

@@ -1,0 +1,98 @@
+// Smoke test (c): heap.copy's fast path on the CUDA + NVSHMEM stand-in, 2 ranks. nvshmem_init,
+// nvshmem_malloc, a heap, heap.copy to the peer's heap memory from local host memory and back,
+// the bytes checked, heap.copies().fast > 0, a heap growth past the first chunk (VMM on), then
+// heap.destroy() and nvshmem_finalize(). Prints "RESULT heap_copy_smoke PASS" on rank 0.
+// SPDX-License-Identifier: BSD-3-Clause
+#include <cuda_runtime_api.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+#include "standin_control.h"
+
+static int failures = 0;
+#define CHECK(c)                                                                                  \
+    do {                                                                                          \
+        if (!(c)) {                                                                               \
+            std::printf("CHECK rank %d FAIL %s:%d: %s\n", upcxx::rank_me(), __FILE__, __LINE__, #c); \
+            std::fflush(stdout);                                                                  \
+            ++failures;                                                                           \
+        }                                                                                         \
+    } while (0)
+
+int main() {
+    upcxx::init();
+    const int me = upcxx::rank_me(), n = upcxx::rank_n(), peer = (me + 1) % n, from = (me + n - 1) % n;
+    upcxx::extra::nvshmem_init();
+    CHECK(nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED);
+    CHECK(nvshmem_my_pe() == me && nvshmem_n_pes() == n);
+
+    const size_t N = 1 << 16;  // bytes
+    char *p = static_cast<char *>(nvshmem_malloc(N));
+    CHECK(p != nullptr);
+    CHECK(nvshmem_ptr(p, peer) != nullptr);
+    CHECK(cudaMemset(p, 0, N) == cudaSuccess);
+    // A block that grows the heap past its first chunk (UXN_STANDIN_HEAP_CHUNK=1M in the VMM run).
+    const size_t BIG = size_t(3) << 20;
+    char *big = static_cast<char *>(nvshmem_malloc(BIG));
+    CHECK(big != nullptr);
+    CHECK(cudaMemset(big, 0, BIG) == cudaSuccess);
+    nvshmem_barrier_all();
+    {
+        upcxx::extra::nvshmem_heap heap;
+        CHECK(upcxx::extra::nvshmem_heap::fast_copies());
+        // Local host memory in UPC++'s shared segment, as a global pointer.
+        upcxx::global_ptr<char> src = upcxx::new_array<char>(N), back = upcxx::new_array<char>(N);
+        for (size_t i = 0; i < N; ++i) src.local()[i] = char((me * 31 + int(i)) & 0x7f);
+        upcxx::barrier();
+
+        // Host -> the peer's heap memory (P2P through nvshmem_ptr), then the peer checks.
+        heap.copy(src, heap.to_global_ptr(p, peer), N).wait();
+        upcxx::barrier();
+        std::vector<char> mine(N);
+        CHECK(cudaMemcpy(mine.data(), p, N, cudaMemcpyDeviceToHost) == cudaSuccess);
+        bool ok = true;
+        for (size_t i = 0; i < N; ++i) ok &= mine[i] == char((from * 31 + int(i)) & 0x7f);
+        CHECK(ok);
+        upcxx::barrier();
+
+        // The peer's heap -> local host (the brief's form: heap memory first), checked here.
+        heap.copy(heap.to_global_ptr(p, peer), back, N).wait();
+        ok = true;
+        for (size_t i = 0; i < N; ++i) ok &= back.local()[i] == char((me * 31 + int(i)) & 0x7f);
+        CHECK(ok);
+        upcxx::barrier();
+
+        // A slow copy (the stand-in's delay) into the tail of a block past the first heap chunk:
+        // the future is not ready before the bytes landed, and they are there when it is.
+        unsigned old = uxn_standin_set_copy_delay_us(100000);
+        upcxx::future<> f = heap.copy(src, heap.to_global_ptr(big + BIG - N, peer), N);
+        CHECK(!f.ready());
+        f.wait();
+        uxn_standin_set_copy_delay_us(old);
+        upcxx::barrier();
+        CHECK(std::memcmp(big + BIG - N, mine.data(), N) == 0);  // from the same rank as above
+        const auto counts = heap.copies();
+        CHECK(counts.fast > 0);
+        if (me == 0)
+            std::printf("heap.copies(): fast %zu fallback %zu; heap base %p, peer mapping %p\n", counts.fast,
+                        counts.fallback, static_cast<void *>(p), nvshmem_ptr(p, peer));
+        upcxx::barrier();
+        upcxx::delete_array(src);
+        upcxx::delete_array(back);
+        heap.destroy();
+    }
+    nvshmem_free(big);
+    nvshmem_free(p);
+    upcxx::extra::nvshmem_finalize();
+    int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
+    if (me == 0) std::printf("RESULT heap_copy_smoke %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n, long(UPCXX_VERSION));
+    upcxx::finalize();
+    return total ? 1 : 0;
+}
