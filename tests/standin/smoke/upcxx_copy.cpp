@@ -52,8 +52,10 @@ int main() {
     upcxx::copy(d, local.data(), N).wait();
     CHECK(all_equal(local, 1000 * me + 1));
 
-    // own device -> peer device, then the peer checks its device memory.
-    upcxx::dist_object<dptr> dd(d);
+    // own device -> the peer's device (into its d_in: no buffer is read and written at once),
+    // then each rank checks its d_in.
+    dptr d_in = alloc.allocate<int>(N);
+    upcxx::dist_object<dptr> dd(d_in);
     upcxx::dist_object<upcxx::global_ptr<int>> dh(h);
     dptr pd = dd.fetch(peer).wait();
     upcxx::global_ptr<int> ph = dh.fetch(peer).wait();
@@ -62,16 +64,19 @@ int main() {
     upcxx::copy(d, pd, N, upcxx::operation_cx::as_promise(p));
     p.finalize().wait();
     upcxx::barrier();
-    upcxx::copy(d, local.data(), N).wait();
+    upcxx::copy(d_in, local.data(), N).wait();
     int from = (me + n - 1) % n;
     CHECK(all_equal(local, 1000 * from + 1));
-
-    // peer device -> own host, peer host -> own device.
     upcxx::barrier();
+
+    // The peer's device -> own host (it holds my value now).
     upcxx::global_ptr<int> h2 = upcxx::new_array<int>(N);  // a remote source: a shared-segment target
     upcxx::copy(pd, h2, N).wait();
     CHECK(all_equal(std::vector<int>(h2.local(), h2.local() + N), 1000 * me + 1));
-    upcxx::delete_array(h2);  // the peer's device now holds my value (from above)
+    upcxx::delete_array(h2);
+    upcxx::barrier();
+
+    // The peer's host -> own device.
     upcxx::copy(ph, d, N).wait();
     upcxx::copy(d, local.data(), N).wait();
     CHECK(all_equal(local, 1000 * peer + 1));
@@ -86,6 +91,7 @@ int main() {
     upcxx::barrier();
 
     alloc.deallocate(d);
+    alloc.deallocate(d_in);
     upcxx::delete_array(h);
 #if UPCXX_VERSION >= 20230300
     alloc.destroy();
