@@ -4,9 +4,10 @@
 //
 // Bootstrap: the unique id carries a random job token; every PE of the job opens the control
 // segment /uxn-standin-<token>-ctl (a barrier and the PEs' heap bases) and creates its heap
-// segment /uxn-standin-<token>-pe<k> (NVSHMEM_SYMMETRIC_SIZE, default 1 GiB, sparse). Each PE maps
-// its own heap in chunks as nvshmem_malloc grows it (UXN_STANDIN_HEAP_CHUNK, default 512 MiB;
-// with NVSHMEM_DISABLE_CUDA_VMM=1 all of it at init, as cudaMalloc would), and every peer's heap
+// segment /uxn-standin-<token>-pe<k> (sparse; with CUDA VMM on, NVSHMEM_MAX_MEMORY_PER_GPU, default
+// 128 GiB, reserved and mapped in chunks as nvshmem_malloc grows the heap, UXN_STANDIN_HEAP_CHUNK,
+// default 512 MiB, the first at init; with NVSHMEM_DISABLE_CUDA_VMM=1 a static heap of
+// NVSHMEM_SYMMETRIC_SIZE, default 1 GiB, all mapped at init, as cudaMalloc would), and every peer's heap
 // whole, so nvshmem_ptr(sym, pe) answers as for a P2P peer. With CUDA VMM on (NVSHMEM's default)
 // every PE's heap is at the same virtual address (derived from the token, MAP_FIXED_NOREPLACE);
 // with it off the bases differ. The segments are unlinked as soon as every PE has mapped them
@@ -217,7 +218,11 @@ int do_init(nvshmemx_init_attr_t *attr) {
     s.npes = npes;
     const char *v = getenv("NVSHMEM_DISABLE_CUDA_VMM");
     s.vmm = !(v && *v && strcmp(v, "0") != 0);
-    s.size = page_round(env_size("NVSHMEM_SYMMETRIC_SIZE", size_t(1) << 30));
+    // VMM on: NVSHMEM reserves NVSHMEM_MAX_MEMORY_PER_GPU of address space and maps physical memory
+    // in granules as the heap grows (a 3 GiB nvshmem_malloc works with the default 1 GiB
+    // NVSHMEM_SYMMETRIC_SIZE); VMM off: a static heap of NVSHMEM_SYMMETRIC_SIZE.
+    s.size = s.vmm ? page_round(env_size("NVSHMEM_MAX_MEMORY_PER_GPU", size_t(128) << 30))
+                   : page_round(env_size("NVSHMEM_SYMMETRIC_SIZE", size_t(1) << 30));
     s.chunk = page_round(env_size("UXN_STANDIN_HEAP_CHUNK", size_t(512) << 20));
     if (s.size == 0 || s.chunk == 0) return fail_init(s, "NVSHMEM_SYMMETRIC_SIZE / UXN_STANDIN_HEAP_CHUNK is 0");
     if (cudaGetDevice(&s.device) != cudaSuccess) return fail_init(s, "cudaGetDevice failed (no CUDA device, or a fork child)");
@@ -234,7 +239,9 @@ int do_init(nvshmemx_init_attr_t *attr) {
     // The reservation: own heap and a slot for every peer.
     if (s.vmm) {
         s.reserve_len = s.size * size_t(npes);
-        uintptr_t want = uintptr_t(0x200000000000ULL) + uintptr_t((s.token % 1024) << 35);
+        // One of 64 1 TiB windows in [16 TiB, 80 TiB), chosen by the token (two jobs at once
+        // rarely collide; a collision fails init, as a taken range would).
+        uintptr_t want = uintptr_t(0x100000000000ULL) + uintptr_t((s.token % 64) << 40);
         void *r = mmap(reinterpret_cast<void *>(want), s.reserve_len, PROT_NONE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
         if (r == MAP_FAILED || r != reinterpret_cast<void *>(want)) {
