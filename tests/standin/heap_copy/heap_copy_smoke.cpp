@@ -1,7 +1,9 @@
 // Smoke test (c): heap.copy's fast path on the CUDA + NVSHMEM stand-in, 2 ranks. nvshmem_init,
 // nvshmem_malloc, a heap, heap.copy to the peer's heap memory from local host memory and back,
 // the bytes checked, heap.copies().fast > 0, a heap growth past the first chunk (VMM on), then
-// heap.destroy() and nvshmem_finalize(). Prints "RESULT heap_copy_smoke PASS" on rank 0.
+// heap.destroy() and nvshmem_finalize(). With the argument "fail", also a fast copy whose CUDA
+// copy fails asynchronously (injected by the stand-in): redone, bytes right, check_copies() throws.
+// Prints "RESULT heap_copy_smoke PASS" on rank 0.
 // SPDX-License-Identifier: BSD-3-Clause
 #include <cuda_runtime_api.h>
 #include <nvshmem.h>
@@ -26,7 +28,8 @@ static int failures = 0;
         }                                                                                         \
     } while (0)
 
-int main() {
+int main(int argc, char **argv) {
+    const bool inject = argc > 1 && std::strcmp(argv[1], "fail") == 0;
     upcxx::init();
     const int me = upcxx::rank_me(), n = upcxx::rank_n(), peer = (me + 1) % n, from = (me + n - 1) % n;
     upcxx::extra::nvshmem_init();
@@ -78,6 +81,33 @@ int main() {
         uxn_standin_set_copy_delay_us(old);
         upcxx::barrier();
         CHECK(std::memcmp(big + BIG - N, mine.data(), N) == 0);  // from the same rank as above
+        // argv "fail": an asynchronous CUDA failure of a fast copy, injected in the stand-in (the
+        // copy moves no bytes; the stream's next event reports cudaErrorUnknown). heap.copy
+        // promises: the completion still means the bytes landed (the copy is redone through
+        // upcxx::copy), and check_copies() then throws CUDA_ERROR for it.
+        if (inject) {
+            std::memset(mine.data(), 0, N);
+            CHECK(cudaMemset(p, 0, N) == cudaSuccess);
+            upcxx::barrier();
+            long failed0 = uxn_standin_failed_copies();
+            uxn_standin_fail_next_copies(1);
+            heap.copy(src, heap.to_global_ptr(p, peer), N).wait();
+            CHECK(uxn_standin_failed_copies() == failed0 + 1);
+            upcxx::barrier();
+            CHECK(cudaMemcpy(mine.data(), p, N, cudaMemcpyDeviceToHost) == cudaSuccess);
+            ok = true;
+            for (size_t i = 0; i < N; ++i) ok &= mine[i] == char((from * 31 + int(i)) & 0x7f);
+            CHECK(ok);  // the redo landed the bytes before the completion
+            bool threw = false;
+            try {
+                heap.check_copies();
+            } catch (const upcxx::extra::nvshmem_error &e) {
+                threw = e.errc() == upcxx::extra::nvshmem_errc::cuda;
+                if (me == 0) std::printf("check_copies(): %s\n", e.what());
+            }
+            CHECK(threw);
+            upcxx::barrier();
+        }
         const auto counts = heap.copies();
         CHECK(counts.fast > 0);
         if (me == 0)
