@@ -219,6 +219,11 @@ struct PerThreadStreams {
 thread_local PerThreadStreams t_pts;
 
 Stream *new_stream(int dev, bool blocking) {  // g.mu held
+    // Forget the per-thread streams of exited threads once drained (their Stream stays allocated:
+    // events may still name it).
+    auto &v = G().streams[dev];
+    for (auto it = v.begin(); it != v.end();)
+        it = (*it)->destroyed && !(*it)->worker && (*it)->q.empty() ? v.erase(it) : it + 1;
     auto *s = new Stream;
     s->device = dev;
     s->blocking = blocking;
@@ -492,14 +497,10 @@ cudaError_t stream_destroy(const void *h) {
     std::lock_guard<std::mutex> lk(g.mu);
     Stream *s = reinterpret_cast<Stream *>(const_cast<void *>(h));
     if (s->destroyed) return cudaErrorInvalidResourceHandle;
-    s->destroyed = true;  // pending work still runs; the Stream is never freed (events may name it)
-    auto &v2 = g.streams[s->device];
-    for (auto it = v2.begin(); it != v2.end(); ++it)
-        if (*it == s) {
-            v2.erase(it);
-            break;
-        }
-    // Keep it ordered for the legacy stream until drained: nothing else to do (deps hold pointers).
+    // Pending work still runs, and the legacy stream and cudaDeviceSynchronize still wait for it;
+    // the stream leaves the device's list once drained (new_stream), and the Stream is never freed
+    // (events may name it).
+    s->destroyed = true;
     g.cv.notify_all();
     return cudaSuccess;
 }

@@ -163,6 +163,26 @@ int main() {
         OK(cudaStreamSynchronize(cudaStreamPerThread));
     }
 
+    // A destroyed stream's pending work still runs, and cudaDeviceSynchronize waits for it; so does
+    // the per-thread stream of a thread that exited.
+    {
+        cudaStream_t tmp;
+        OK(cudaStreamCreateWithFlags(&tmp, cudaStreamNonBlocking));
+        OK(cudaMemset(b, 6, N));
+        OK(cudaMemset(c, 0, N));
+        OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, tmp));  // 50 ms
+        OK(cudaStreamDestroy(tmp));
+        CHECK(cudaStreamDestroy(tmp) == cudaErrorInvalidResourceHandle);
+        OK(cudaDeviceSynchronize());
+        CHECK(c[0] == 6 && c[N - 1] == 6);
+        OK(cudaMemset(c, 0, N));
+        std::thread([&] { cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, cudaStreamPerThread); }).join();
+        OK(cudaDeviceSynchronize());
+        CHECK(c[0] == 6 && c[N - 1] == 6);
+        for (int i = 0; i < 8; ++i)
+            std::thread([&] { cudaStreamSynchronize(cudaStreamPerThread); }).join();
+    }
+
     // Delay control: 0 makes copies land promptly.
     CHECK(uxn_standin_set_copy_delay_us(0) == 50000);
     CHECK(uxn_standin_copy_delay_us() == 0);
