@@ -206,14 +206,14 @@ public:
         cudaStreamDestroy(stream_);
         stream_ = nullptr;
         std::size_t unredone = 0;
-        for (const failure &f : failures_) unredone += static_cast<std::size_t>(f.last - f.first + 1) - f.finished;
+        for (const failure &f : failures_) unredone += static_cast<std::size_t>(f.last - f.first + 1 - f.redone);
         std::string why;
         if (e != cudaSuccess)
             why = std::string("nvshmem_heap: waiting for the fast copies failed: ") + cudaGetErrorString(e);
         else if (unredone > 0)
             why = "nvshmem_heap: " + std::to_string(unredone) +
-                  " fast copy(ies) failed after they were issued and were not redone (their initiator persona had "
-                  "not made progress before destroy()): their completions report them landed";
+                  " fast copy(ies) failed after they were issued and could not be redone (their initiator persona "
+                  "made no progress before destroy()); their completions do not mean the bytes landed";
         return why;
     }
 
@@ -231,11 +231,11 @@ private:
         cudaEvent_t event;
         std::uint64_t through;
     };
-    // Copies first..last (landed) that CUDA reported `error` for; `finished` of them completed.
+    // Copies first..last (landed) that CUDA reported `error` for; `redone` of them were redone.
     struct failure {
         std::uint64_t first, last;
         cudaError_t error;
-        std::uint64_t finished;
+        std::uint64_t redone;
     };
 
     // One cudaMemcpyAsync on the stream, numbered in stream order. `order` is waited for in the
@@ -384,7 +384,7 @@ private:
             std::lock_guard<std::mutex> lock(mu_);
             redo = !closed_.load();
             if (redo) fallbacks_in_flight_->fetch_add(1);
-            if (failure *fl = failure_of(f->seq)) fl->finished++;
+            if (failure *fl = failure_of(f->seq)) fl->redone += redo;
             if (error_.empty())
                 error_ = "nvshmem_heap::copy: the " + describe(*f) + " failed after it was issued (" +
                          cudaGetErrorString(e) + ")" +
@@ -407,7 +407,10 @@ private:
         f.asked = ++asked_;
         return outcome_of(f.seq);
     }
-    // The host waits for every copy issued so far (a completion that cannot stay queued).
+public:
+    /// The host waits for every fast copy issued so far; their outcomes are known from here on
+    /// (destroy(), before the progress that completes, and redoes, this persona's copies; a
+    /// completion that cannot stay queued).
     void wait_all() {
         std::lock_guard<std::mutex> lock(mu_);
         if (released_ || !stream_) return;
@@ -415,6 +418,7 @@ private:
         settle_all(cudaStreamSynchronize(stream_));
     }
 
+private:
     // One copy's completion, queued on its initiator persona: finishes the copy once it landed,
     // else queues itself again. It owns the flight.
     struct poll {

@@ -507,12 +507,16 @@ private:
                              nvshmem_errc::heap_inactive);
     }
 
-    // destroy(): upcxx::progress() until every upcxx::copy the heap made has completed, for at
-    // most destroy_wait_seconds; the engine is closed in between (no fast copy is issued or
-    // redone from then on: the second wait covers a redo that started before it closed).
+    // destroy(): every fast copy landed (the host waits), one progress (this persona's
+    // completions run: a copy CUDA failed is redone), then upcxx::progress() until every
+    // upcxx::copy the heap made has completed, for at most destroy_wait_seconds; the engine is
+    // closed in between (no fast copy is issued or redone from then on: the second wait covers a
+    // redo that started before it closed).
     detail::outcome wait_for_copies() const {
         const std::shared_ptr<std::atomic<long>> &n = engine_->fallbacks_in_flight();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(destroy_wait_seconds);
+        engine_->wait_all();
+        upcxx::progress();
         while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
         engine_->close();
         while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
