@@ -27,7 +27,7 @@ mod table;
 /// nothing here is kept stable.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::doctor::report;
+    pub use crate::doctor::{elf_check, report};
     pub use crate::nvshmem::{discovery, elf, host_library, state_layout};
     pub mod heap {
         pub use crate::heap::*;

@@ -18,7 +18,7 @@ mod doctor_util;
 use doctor_util::*;
 use object::{Object, ObjectSection};
 use std::time::{Duration, Instant};
-use upcxx_extra_nvshmem::internals::elf::{self, FileProblem};
+use upcxx_extra_nvshmem::internals::elf_check::{self as elf, FileProblem};
 
 struct Base {
     name: String,

@@ -84,8 +84,15 @@ fn search_finds_nvshmem_home_and_ld_library_path() {
     let (code, j, _) = doctor(&[], &[("NVSHMEM_HOME", root.to_str().unwrap())]);
     assert_eq!(code, 0, "{j:#}");
     assert_eq!(j["library"]["found_by"], "NVSHMEM_HOME");
+    assert!(j["library"]["why"].as_str().unwrap().starts_with("NVSHMEM_HOME is set"), "{j:#}");
+    // No quickstart NVSHMEM (an empty cache): the loader's path is next.
     let lib = root.join("lib");
-    let (code, j, _) = doctor(&[], &[("NVSHMEM_HOME", "/nonexistent"), ("LD_LIBRARY_PATH", lib.to_str().unwrap())]);
+    let empty = scratch("home-ld-cache");
+    let (code, j, _) = doctor(
+        &[],
+        &[("NVSHMEM_HOME", "/nonexistent"), ("LD_LIBRARY_PATH", lib.to_str().unwrap()), ("UXN_CACHE", empty.to_str().unwrap())],
+    );
+    std::fs::remove_dir_all(&empty).ok();
     assert_eq!(code, 0, "{j:#}");
     assert_eq!(j["library"]["found_by"], "LD_LIBRARY_PATH");
 }
@@ -155,13 +162,21 @@ fn unknown_option_is_a_usage_error() {
     assert_eq!(code, 64, "stdout {out}\nstderr {err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("unknown option --frobnicate"), "{err}");
-    assert!(err.contains("usage: upcxx-nvshmem-doctor [--json] [PATH]"), "{err}");
+    assert!(err.contains("Usage: upcxx-nvshmem-doctor [--json] [PATH]"), "{err}");
     assert!(err.contains("64  usage error") && err.contains("66  PATH does not exist"), "{err}");
     // --help documents the same statuses, on stdout, with exit 0.
     let (code, out, _) = doctor_raw(&["--help"], &[], &[]);
     assert_eq!(code, 0);
     for s in ["0   supported", "1   degraded", "2   unsupported", "64  usage error", "66  PATH"] {
         assert!(out.contains(s), "--help lacks {s:?}: {out}");
+    }
+    // -h too, and the search order; --version, -V.
+    let (code, short, _) = doctor_raw(&["-h"], &[], &[]);
+    assert_eq!(code, 0);
+    assert!(short.contains("66  PATH") && short.contains("1. NVSHMEM_HOME") && short.contains("5. last, the tests' cache"), "{short}");
+    for v in ["-V", "--version"] {
+        let (code, out, _) = doctor_raw(&[v], &[], &[]);
+        assert_eq!((code, out.trim()), (0, concat!("upcxx-nvshmem-doctor ", env!("CARGO_PKG_VERSION"))));
     }
 }
 
@@ -172,7 +187,7 @@ fn two_paths_are_a_usage_error() {
     assert_eq!(code, 64, "stdout {out}\nstderr {err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains(&format!("more than one PATH given ({} and /nonexistent/other.so)", libc.display())), "{err}");
-    assert!(err.contains("usage: upcxx-nvshmem-doctor"), "{err}");
+    assert!(err.contains("Usage: upcxx-nvshmem-doctor"), "{err}");
 }
 
 #[test]
@@ -360,12 +375,15 @@ fn in_job_report_after_attach_reports_the_manual_heap() {
     );
     assert!(!after.contains("unsupported"), "{after}");
     let r = upcxx_extra_nvshmem::internals::report::in_process();
-    assert_eq!(r.json["verdict"], "supported");
-    assert_eq!(r.json["runtime"]["source"], "MANUAL");
-    assert_eq!(r.json["runtime"]["base"], b.as_str());
-    assert_eq!(r.json["runtime"]["my_pe"], 1);
-    assert_eq!(r.json["runtime"]["n_pes"], 3);
-    assert_eq!(r.json["runtime"]["reserved_size"], 8192);
+    let j: Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(j["verdict"], "supported");
+    assert_eq!(j["runtime"]["source"], "MANUAL");
+    assert_eq!(j["runtime"]["base"], b.as_str());
+    assert_eq!(j["runtime"]["my_pe"], 1);
+    assert_eq!(j["runtime"]["n_pes"], 3);
+    assert_eq!(j["runtime"]["reserved_size"], 8192);
+    let rt = r.runtime.as_ref().unwrap();
+    assert_eq!((rt.source.as_deref(), rt.my_pe, rt.n_pes), (Some("MANUAL"), Some(1), Some(3)));
 
     // Detached: back to unsupported.
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
@@ -400,4 +418,157 @@ fn search_finds_a_pip_installed_wheel() {
     assert_eq!(j["verdict"], "supported");
     let searched: Vec<&str> = j["library"]["searched"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(searched.last().copied(), Some("pip: nvidia-nvshmem-cu12, nvidia-nvshmem-cu13 (python3 on PATH)"), "{searched:?}");
+}
+
+#[test]
+fn quickstart_release_is_the_scripts() {
+    // The doctor's quickstart release is the one scripts/quickstart.sh installs.
+    let common = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/common.sh")).unwrap();
+    let release = common.lines().find_map(|l| l.strip_prefix("UXN_NVSHMEM_DEFAULT=")).expect("UXN_NVSHMEM_DEFAULT in common.sh");
+    let (_, out, _) = doctor_raw(&["--help"], &[], &[]);
+    assert!(out.contains("2. the quickstart's NVSHMEM"), "{out}");
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/upcxx-nvshmem-doctor.rs")).unwrap();
+    assert!(src.contains(&format!("const QUICKSTART_NVSHMEM: &str = \"{release}\";")), "the doctor's QUICKSTART_NVSHMEM is not {release}");
+}
+
+#[test]
+fn search_prefers_what_the_readme_build_loads() {
+    // A cache like the tests leave it (3.1.7, 3.4.5, 3.8.0, and 3.10.0): without PATH the doctor
+    // checks the quickstart's 3.4.5, not the newest; NVSHMEM_HOME comes before it, the loader's
+    // path and the rest of the cache after it; each choice says why.
+    let Some(real) = common::nvshmem_roots().into_iter().next() else { return };
+    let real_lib = real.join("lib");
+    let cache = scratch("quickstart-cache");
+    let no_tools = scratch("quickstart-path");
+    for r in ["3.1.7", "3.8.0", "3.10.0"] {
+        cache_entry(&cache, "nvshmem", r, &real_lib);
+    }
+    let quickstart = cache_entry(&cache, "nvshmem", "3.4.5", &real_lib);
+    let quickstart13 = cache_entry(&cache, "nvshmem-cu13", "3.4.5", &real_lib);
+    let c = cache.display().to_string();
+    let path = no_tools.display().to_string();
+    let run = |env: &[(&str, &str)], unset: &[&str]| {
+        let (code, out, err) = doctor_raw(&["--json"], env, unset);
+        let j: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}\n{err}"));
+        (code, j)
+    };
+    let base = [("UXN_CACHE", c.as_str()), ("PATH", path.as_str()), ("LD_LIBRARY_PATH", real_lib.to_str().unwrap())];
+
+    // The quickstart's release, before LD_LIBRARY_PATH and the newer releases of the cache.
+    let (code, j) = run(&base, &["NVSHMEM_HOME", "UXN_NVSHMEM_CUDA"]);
+    assert_eq!(code, 0, "{j:#}");
+    assert_eq!(j["library"]["found_by"], "quickstart", "{j:#}");
+    assert_eq!(j["library"]["path"], quickstart.display().to_string(), "{j:#}");
+    let why = j["library"]["why"].as_str().unwrap();
+    assert!(why.contains("NVSHMEM 3.4.5 (nvidia-nvshmem-cu12) that scripts/quickstart.sh installed"), "{why}");
+    let searched: Vec<&str> = j["library"]["searched"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(searched[0], "NVSHMEM_HOME: not set", "{searched:?}");
+    assert!(searched[1].ends_with("(the quickstart's NVSHMEM 3.4.5, nvidia-nvshmem-cu12)"), "{searched:?}");
+    // The text report says which and why, on lines of their own.
+    let (_, text, _) = doctor_raw(&[], &base, &["NVSHMEM_HOME", "UXN_NVSHMEM_CUDA"]);
+    assert!(text.contains(&format!("library:   {} (found by quickstart)\n", quickstart.display())), "{text}");
+    assert!(text.contains("\nchosen:    the NVSHMEM 3.4.5"), "{text}");
+
+    // The cu13 wheel with UXN_NVSHMEM_CUDA=13.
+    let mut env13 = base.to_vec();
+    env13.push(("UXN_NVSHMEM_CUDA", "13"));
+    let (_, j) = run(&env13, &["NVSHMEM_HOME"]);
+    assert_eq!(j["library"]["path"], quickstart13.display().to_string(), "{j:#}");
+
+    // NVSHMEM_HOME first.
+    let mut home = base.to_vec();
+    home.push(("NVSHMEM_HOME", real.to_str().unwrap()));
+    let (_, j) = run(&home, &[]);
+    assert_eq!(j["library"]["found_by"], "NVSHMEM_HOME", "{j:#}");
+
+    // Without the quickstart's release: the loader's path, then (with none) the tests' newest.
+    std::fs::remove_dir_all(cache.join("nvshmem/3.4.5")).unwrap();
+    std::fs::remove_dir_all(cache.join("nvshmem-cu13")).unwrap();
+    let (_, j) = run(&base, &["NVSHMEM_HOME", "UXN_NVSHMEM_CUDA"]);
+    assert_eq!(j["library"]["found_by"], "LD_LIBRARY_PATH", "{j:#}");
+    let (code, j) =
+        run(&[("UXN_CACHE", c.as_str()), ("PATH", path.as_str()), ("LD_LIBRARY_PATH", "")], &["NVSHMEM_HOME", "UXN_NVSHMEM_CUDA"]);
+    if j["library"]["found_by"] == "system library directory" {
+        eprintln!("SKIPPED: this host has a system NVSHMEM");
+    } else {
+        assert_eq!(code, 0, "{j:#}");
+        assert!(j["library"]["path"].as_str().unwrap().contains("/nvshmem/3.10.0/"), "{j:#}");
+        assert!(j["library"]["why"].as_str().unwrap().contains("the newest release the tests installed"), "{j:#}");
+    }
+    for d in [&cache, &no_tools] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn a_path_with_a_newline_cannot_forge_a_line() {
+    // A directory named to forge a verdict, holding a file that is not a library: the text
+    // report has one verdict line, "unsupported", with the newline escaped.
+    let dir = scratch("forge");
+    let evil = dir.join("x\nverdict:   supported: the heap is found through .symtab");
+    std::fs::create_dir_all(&evil).unwrap();
+    let file = evil.join("libnvshmem_host.so.3");
+    std::fs::write(&file, b"not a library").unwrap();
+    let (code, out, err) = doctor_raw(&[file.to_str().unwrap()], &[], &[]);
+    assert_eq!(code, 2, "{out}{err}");
+    let verdicts: Vec<&str> = out.lines().filter(|l| l.starts_with("verdict:")).collect();
+    assert_eq!(verdicts.len(), 1, "{out}");
+    assert!(verdicts[0].starts_with("verdict:   unsupported: "), "{out}");
+    assert!(out.contains("x\\nverdict:   supported"), "the newline is shown escaped: {out}");
+    // JSON keeps the path as it is (JSON escapes it itself).
+    let (_, out, _) = doctor_raw(&["--json", file.to_str().unwrap()], &[], &[]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["library"]["path"], file.display().to_string());
+    // The same through a message on stderr (exit 66): one line.
+    let missing = evil.join("missing.so");
+    let (code, _, err) = doctor_raw(&[missing.to_str().unwrap()], &[], &[]);
+    assert_eq!(code, 66);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn io_errors_are_named_with_exit_66() {
+    // Another I/O error than "no such file": ENOTDIR, named.
+    let (code, out, err) = doctor_raw(&["/etc/passwd/libnvshmem_host.so.3"], &[], &[]);
+    assert_eq!(code, 66, "{out}{err}");
+    assert!(err.contains("cannot read /etc/passwd/libnvshmem_host.so.3: Not a directory (ENOTDIR, os error 20)"), "{err}");
+    // EACCES: a root directory and a file this user cannot read are named as such, not as "a
+    // directory without an NVSHMEM host library". Root reads everything: run as nobody then.
+    let dir = scratch("eacces");
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("lib")).unwrap();
+    std::fs::write(root.join("lib/libnvshmem_host.so.3"), b"x").unwrap();
+    let bin = env!("CARGO_BIN_EXE_upcxx-nvshmem-doctor");
+    let as_user = |args: &[&str]| {
+        let mut c = if unsafe { libc::geteuid() } == 0 {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin]);
+            c
+        } else {
+            Command::new(bin)
+        };
+        c.args(args).output()
+    };
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(root.join("lib/libnvshmem_host.so.3"), std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
+    let file = root.join("lib/libnvshmem_host.so.3");
+    match as_user(&[file.to_str().unwrap()]) {
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("setpriv") => eprintln!("SKIPPED: setpriv cannot drop privileges here"),
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(66), "{err}");
+            assert!(err.contains("Permission denied (EACCES, os error 13)"), "{err}");
+            std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
+            let o = as_user(&[root.to_str().unwrap()]).unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(66), "{err}");
+            assert!(err.contains("Permission denied (EACCES, os error 13)"), "{err}");
+            assert!(!err.contains("without an NVSHMEM host library"), "{err}");
+        }
+        Err(e) => eprintln!("SKIPPED: setpriv not available ({e})"),
+    }
+    std::fs::set_permissions(&root, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ok();
+    std::fs::remove_dir_all(&dir).ok();
 }

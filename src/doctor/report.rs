@@ -3,6 +3,7 @@
 //! and by `upcxx_extra_nvshmem_report` (the library loaded in this process, plus runtime facts).
 
 use crate::cuda;
+use crate::doctor::elf_check;
 use crate::error::Status;
 use crate::heap::Source;
 use crate::nvshmem::discovery::{self, Step};
@@ -10,11 +11,12 @@ use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use crate::nvshmem::state_layout;
 use crate::table::{Heap, TABLE};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Supported / degraded / unsupported, with the exit status of the doctor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Verdict {
     Supported = 0,
     Degraded = 1,
@@ -31,14 +33,191 @@ impl Verdict {
     }
 }
 
-/// A report: JSON is the source of truth, the text is rendered from it.
-#[derive(Clone, Debug)]
+/// A report: the doctor's JSON is this struct serialised; the text is rendered from it, every
+/// string that came from the system (paths, names, messages) escaped ([`escape`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    pub json: Value,
+    pub tool: String,
+    pub tool_version: String,
+    /// The library the report is about, and how it was chosen.
+    pub library: Library,
+    /// What the library says of itself (when it was loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvshmem: Option<NvshmemFacts>,
+    /// Absent: not looked at; null: the symbol tables could not be read (`symtab_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "double_option")]
+    pub symtab_present: Option<Option<bool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symtab_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symbols: Option<Vec<SymbolFacts>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Vec<StepFacts>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<Layout>,
+    /// Inside a job: the heap translation uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_trace: Option<Vec<TraceStep>>,
+    /// Inside a job with a heap attached by hand: what the loaded library alone would be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_verdict: Option<LibraryVerdict>,
     pub verdict: Verdict,
+    /// The doctor's exit status (the verdict's number).
+    pub exit_code: i32,
+    pub reason: String,
 }
 
-fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
+/// `Option<Option<T>>` as "absent / null / value".
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(v: &Option<Option<bool>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(inner) => inner.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<bool>>, D::Error> {
+        Option::<bool>::deserialize(d).map(Some)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Library {
+    /// None when no library was found.
+    pub path: Option<String>,
+    /// How it was found (`argument`, `NVSHMEM_HOME`, ...); None when none was.
+    pub found_by: Option<String>,
+    /// Why this one was chosen over the places searched after it (the search without PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// What was searched, in order (the search without PATH).
+    #[serde(default)]
+    pub searched: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NvshmemFacts {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub init_status: Option<i32>,
+}
+
+/// A state symbol as the file records it (`found: false` and nothing else when it does not).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SymbolFacts {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st_value: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub st_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepFacts {
+    pub step: String,
+    pub available: bool,
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    /// `pass`, `fail` or `not-run`.
+    pub check: String,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_field: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offsets: Option<Offsets>,
+}
+
+/// The offsets of the fields this library reads in NVSHMEM's state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Offsets {
+    pub version: usize,
+    pub mype: usize,
+    pub npes: usize,
+    pub heap_base: usize,
+    pub heap_size: usize,
+    pub peer_heap_base_p2p: usize,
+    pub peer_heap_base_remote: usize,
+}
+
+/// The heap inside a job: `validation` is `pass` for a discovered one, `not-run` for one attached
+/// by hand, a status name (with `error`) when discovery failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Runtime {
+    pub validation: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_size: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapped_size: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub my_pe: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_pes: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceStep {
+    pub step: String,
+    pub status: String,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LibraryVerdict {
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// What [`analyze`] finds in a loaded library.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    pub nvshmem: NvshmemFacts,
+    pub symtab_present: Option<bool>,
+    pub symtab_error: Option<String>,
+    pub symbols: Vec<SymbolFacts>,
+    pub steps: Vec<StepFacts>,
+    pub layout: Layout,
+}
+
+/// `s` as one line of text: control characters (a newline in a directory name included) and
+/// backslashes escaped as Rust writes them (`\n`, `\u{1b}`, `\\`), so that nothing from the
+/// system can start a line of the report or forge one.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{85}') => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn step_facts(lib: &LoadedLibrary, step: Step) -> (StepFacts, Status) {
     if step == Step::Cumodule {
         // Not run here: it needs an initialised NVSHMEM. Say whether it can run at all.
         let exported = lib.api.cumodule_init.is_some();
@@ -51,15 +230,15 @@ fn step_json(lib: &LoadedLibrary, step: Step) -> (Value, Status) {
             }
         };
         let status = if available { Status::Ok } else { Status::StepUnavailable };
-        return (json!({"step": "cumodule", "available": available, "status": status.name(), "reason": reason}), status);
+        return (StepFacts { step: "cumodule".into(), available, status: status.name().into(), reason }, status);
     }
     let o = discovery::try_step(lib, step);
-    let status = if o.status == Status::Ok {
+    let (status, reason) = if o.status == Status::Ok {
         (Status::Ok, o.detail.clone())
     } else {
         (discovery::failed_status(std::slice::from_ref(&o)), o.label())
     };
-    (json!({"step": step.name(), "available": status.0 == Status::Ok, "status": status.0.name(), "reason": status.1}), status.0)
+    (StepFacts { step: step.name().into(), available: status == Status::Ok, status: status.name().into(), reason }, status)
 }
 
 /// The dlsym step's reason, told from what the file's symbol tables say. Discovery only knows
@@ -84,17 +263,9 @@ fn dlsym_reason(reason: &str, sym: &Result<elf::SymtabLookup, String>) -> String
 
 /// Static facts about a loaded NVSHMEM library: steps, symbol, layout, verdict.
 #[allow(unsafe_code)]
-pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict, String) {
-    let mut m = serde_json::Map::new();
-    let name = lib.name();
-    m.insert(
-        "nvshmem".into(),
-        json!({
-            "name": name,
-            "version": lib.version().map(|(a, b, c)| format!("{a}.{b}.{c}")),
-            "init_status": lib.init_status(),
-        }),
-    );
+pub fn analyze(lib: &LoadedLibrary) -> (Analysis, Verdict, String) {
+    let nvshmem =
+        NvshmemFacts { name: lib.name(), version: lib.version().map(|(a, b, c)| format!("{a}.{b}.{c}")), init_status: lib.init_status() };
     let sym = elf::lookup(&lib.path, &["nvshmemi_device_state", "nvshmemi_state"]);
     // A symbol table that cannot be read is not a stripped file: symtab_present is null then,
     // and symtab_error says why.
@@ -102,34 +273,33 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
         Ok(l) => (Some(l.has_symtab), l.symbols.clone()),
         Err(_) => (None, vec![None, None]),
     };
-    let sym_json = |name: &str, s: Option<elf::FileSymbol>| match s {
-        Some(s) => json!({"name": name, "st_value": s.value, "st_size": s.size, "binding": if s.local { "local" } else { "global" },
-                          "address": format!("0x{:x}", lib.load_bias.wrapping_add(s.value as usize))}),
-        None => json!({"name": name, "found": false}),
+    let symbol = |name: &str, s: Option<elf::FileSymbol>| match s {
+        Some(s) => SymbolFacts {
+            name: name.into(),
+            found: None,
+            st_value: Some(s.value),
+            st_size: Some(s.size),
+            binding: Some(if s.local { "local" } else { "global" }.into()),
+            address: Some(format!("0x{:x}", lib.load_bias.wrapping_add(s.value as usize))),
+        },
+        None => SymbolFacts { name: name.into(), found: Some(false), st_value: None, st_size: None, binding: None, address: None },
     };
-    m.insert("symtab_present".into(), json!(has_symtab));
-    if let Err(e) = &sym {
-        m.insert("symtab_error".into(), json!(e));
-    }
-    m.insert("symbols".into(), json!([sym_json("nvshmemi_device_state", st[0]), sym_json("nvshmemi_state", st[1])]));
+    let symbols = vec![symbol("nvshmemi_device_state", st[0]), symbol("nvshmemi_state", st[1])];
 
     let mut steps = Vec::new();
     let mut statuses = Vec::new();
     for step in Step::ALL {
-        let (mut j, s) = step_json(lib, step);
+        let (mut f, s) = step_facts(lib, step);
         if step == Step::Dlsym {
-            if let Some(r) = j["reason"].as_str().map(|r| dlsym_reason(r, &sym)) {
-                j["reason"] = json!(r);
-            }
+            f.reason = dlsym_reason(&f.reason, &sym);
         }
-        steps.push(j);
+        steps.push(f);
         statuses.push(s);
     }
-    m.insert("steps".into(), Value::Array(steps));
 
     // The layout check: the symbol's size covers what is read, and the version field is either
     // still 0 (before nvshmem_init) or 0x10000 + st_size.
-    let layout_json = match st[0] {
+    let layout = match st[0] {
         Some(s) => {
             let addr = lib.load_bias.wrapping_add(s.value as usize);
             // st_value and st_size come from the file: checked (alignment, size) before the
@@ -162,17 +332,33 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
                 Some(v) if Some(u64::from(v)) == expected => ("pass", format!("version field 0x{v:x} == 0x10000 + st_size")),
                 Some(v) => ("fail", format!("version field 0x{v:x} != 0x10000 + st_size = 0x{:x}", expected.unwrap_or(0))),
             };
-            json!({"check": check, "detail": detail, "version_field": version, "expected_version": expected, "state_size": s.size,
-                   "offsets": {"version": state_layout::OFF_VERSION, "mype": state_layout::OFF_MYPE, "npes": state_layout::OFF_NPES,
-                               "heap_base": state_layout::OFF_HEAP_BASE, "heap_size": state_layout::OFF_HEAP_SIZE,
-                               "peer_heap_base_p2p": state_layout::OFF_PEER_HEAP_BASE_P2P, "peer_heap_base_remote": state_layout::OFF_PEER_HEAP_BASE_REMOTE}})
+            Layout {
+                check: check.into(),
+                detail,
+                version_field: version,
+                expected_version: expected,
+                state_size: Some(s.size),
+                offsets: Some(Offsets {
+                    version: state_layout::OFF_VERSION,
+                    mype: state_layout::OFF_MYPE,
+                    npes: state_layout::OFF_NPES,
+                    heap_base: state_layout::OFF_HEAP_BASE,
+                    heap_size: state_layout::OFF_HEAP_SIZE,
+                    peer_heap_base_p2p: state_layout::OFF_PEER_HEAP_BASE_P2P,
+                    peer_heap_base_remote: state_layout::OFF_PEER_HEAP_BASE_REMOTE,
+                }),
+            }
         }
-        None => {
-            json!({"check": "not-run", "detail": "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time"})
-        }
+        None => Layout {
+            check: "not-run".into(),
+            detail: "nvshmemi_device_state is not in the file's symbol tables; the public route reads the same layout at run time".into(),
+            version_field: None,
+            expected_version: None,
+            state_size: None,
+            offsets: None,
+        },
     };
-    let layout_failed = layout_json["check"] == "fail";
-    m.insert("layout".into(), layout_json);
+    let layout_failed = layout.check == "fail";
 
     let direct_ok = statuses[0] == Status::Ok || statuses[1] == Status::Ok;
     let public_ok = statuses[2] == Status::Ok;
@@ -199,34 +385,65 @@ pub fn analyze(lib: &LoadedLibrary) -> (serde_json::Map<String, Value>, Verdict,
     } else {
         (Verdict::Unsupported, "no resolution step can find the state: not exported, no .symtab, and no nvshmemx_cumodule_init".to_string())
     };
-    (m, verdict, reason)
+    let analysis = Analysis { nvshmem, symtab_present: has_symtab, symtab_error: sym.err(), symbols, steps, layout };
+    (analysis, verdict, reason)
 }
 
-fn finish(mut m: serde_json::Map<String, Value>, verdict: Verdict, reason: String) -> Report {
-    m.insert("verdict".into(), json!(verdict.name()));
-    m.insert("exit_code".into(), json!(verdict as i32));
-    m.insert("reason".into(), json!(reason));
-    Report { json: Value::Object(m), verdict }
-}
+impl Report {
+    /// A report about `path` (None: no library found), found by `found_by`, after `searched`:
+    /// nothing analysed yet, the verdict to be set by [`Report::finish`].
+    pub fn new(path: Option<&Path>, found_by: Option<&str>, searched: &[String]) -> Report {
+        Report {
+            tool: "upcxx-nvshmem-doctor".into(),
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            library: Library {
+                path: path.map(|p| p.display().to_string()),
+                found_by: found_by.map(str::to_string),
+                why: None,
+                searched: searched.to_vec(),
+            },
+            nvshmem: None,
+            symtab_present: None,
+            symtab_error: None,
+            symbols: None,
+            steps: None,
+            layout: None,
+            runtime: None,
+            resolution_trace: None,
+            library_verdict: None,
+            verdict: Verdict::Unsupported,
+            exit_code: Verdict::Unsupported as i32,
+            reason: String::new(),
+        }
+    }
 
-/// `path` and `found_by` are None when no library was found (JSON null).
-fn header(path: Option<&str>, found_by: Option<&str>, searched: &[String]) -> serde_json::Map<String, Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("tool".into(), json!("upcxx-nvshmem-doctor"));
-    m.insert("tool_version".into(), json!(env!("CARGO_PKG_VERSION")));
-    m.insert("library".into(), json!({"path": path, "found_by": found_by, "searched": searched}));
-    m
+    /// The verdict and why.
+    pub fn finish(mut self, verdict: Verdict, reason: String) -> Report {
+        self.verdict = verdict;
+        self.exit_code = verdict as i32;
+        self.reason = reason;
+        self
+    }
+
+    fn with(mut self, a: Analysis) -> Report {
+        self.nvshmem = Some(a.nvshmem);
+        self.symtab_present = Some(a.symtab_present);
+        self.symtab_error = a.symtab_error;
+        self.symbols = Some(a.symbols);
+        self.steps = Some(a.steps);
+        self.layout = Some(a.layout);
+        self
+    }
 }
 
 /// The doctor when no PATH was given and the search found no NVSHMEM host library: unsupported
 /// (the environment is the input), with what was searched.
 pub fn not_found(searched: &[String]) -> Report {
-    let m = header(None, None, searched);
     let reason = format!(
         "no NVSHMEM host library found; searched: {}; give PATH, or set NVSHMEM_HOME or LD_LIBRARY_PATH",
         if searched.is_empty() { "nothing".to_string() } else { searched.join(", ") }
     );
-    finish(m, Verdict::Unsupported, reason)
+    Report::new(None, None, searched).finish(Verdict::Unsupported, reason)
 }
 
 /// What `host_library::open_file`'s error means. It returns a plain string for both a failed
@@ -234,10 +451,7 @@ pub fn not_found(searched: &[String]) -> Report {
 /// so that the doctor never says "dlopen failed" about a library that loaded.
 fn open_error(path: &Path, e: &str) -> String {
     let p = path.display();
-    if let Some(why) = e.strip_prefix(host_library::NOT_LOADED) {
-        // Refused before dlopen (the file changed since `check_file`).
-        why.to_string()
-    } else if e.starts_with("not an NVSHMEM host library") {
+    if e.starts_with("not an NVSHMEM host library") {
         // "not an NVSHMEM host library: it exports none of ..."
         format!("{p} loaded, but it is {e}")
     } else if let Some(rest) = e.strip_prefix("the library is loaded but ") {
@@ -249,25 +463,30 @@ fn open_error(path: &Path, e: &str) -> String {
 
 /// The doctor's first look at a file, before anything loads it: a regular file only (opened
 /// with `O_NONBLOCK`, a FIFO or device is never waited on or read), and ELF headers that agree
-/// with the file ([`elf::check_image`]). Err is the report for a file that must not be loaded:
-/// unsupported, saying whether it is empty, not ELF, truncated, corrupt or not loadable here.
-pub fn check_file(path: &Path, found_by: &str, searched: &[String]) -> Result<elf::CheckedElf, Report> {
-    let checked = elf::open_regular(path).and_then(|f| elf::check_file(&f));
-    checked.map_err(|p| {
-        let m = header(Some(&path.display().to_string()), Some(found_by), searched);
-        finish(m, Verdict::Unsupported, p.describe(path))
-    })
+/// with the file ([`elf_check::check_image`]). Err is the report for a file that must not be
+/// loaded: unsupported, saying whether it is empty, not ELF, truncated, corrupt or not loadable here.
+pub fn check_file(path: &Path, found_by: &str, searched: &[String]) -> Result<elf_check::CheckedElf, Box<Report>> {
+    let checked = elf_check::open_regular(path).and_then(|f| elf_check::check_file(&f));
+    checked.map_err(|p| Box::new(Report::new(Some(path), Some(found_by), searched).finish(Verdict::Unsupported, p.describe(path))))
 }
 
 /// The doctor on a file that passed [`check_file`]: loads it (NVSHMEM is not initialised) and
 /// analyses it. The doctor runs this in a child process of its own ([`load_failed`] is the
 /// report when that child dies).
 pub fn load_and_analyze(path: &Path, found_by: &str, searched: &[String]) -> Report {
-    let mut m = header(Some(&path.display().to_string()), Some(found_by), searched);
-    let unsupported = |m, why: String| finish(m, Verdict::Unsupported, why);
-    let lib = match host_library::open_file(path) {
+    let r = Report::new(Some(path), Some(found_by), searched);
+    // The file the loader will open, checked again here (it may have changed since
+    // `check_file`): a file refused by the check is never given to `dlopen`.
+    let canonical = match std::fs::canonicalize(path) {
+        Ok(c) => c,
+        Err(e) => return r.finish(Verdict::Unsupported, format!("{}: {e}", path.display())),
+    };
+    if let Err(p) = elf_check::open_regular(&canonical).and_then(|f| elf_check::check_file(&f)) {
+        return r.finish(Verdict::Unsupported, p.describe(path));
+    }
+    let lib = match host_library::open_file(&canonical) {
         Ok(l) => l,
-        Err(e) => return unsupported(m, open_error(path, &e)),
+        Err(e) => return r.finish(Verdict::Unsupported, open_error(path, &e)),
     };
     if lib.api.init_status.is_none() && lib.api.info_get_name.is_none() {
         // Exported under those names but not functions (a data symbol): never called.
@@ -283,38 +502,30 @@ pub fn load_and_analyze(path: &Path, found_by: &str, searched: &[String]) -> Rep
                 if data.len() == 1 { "is" } else { "are each" }
             )
         };
-        return unsupported(m, why);
+        return r.finish(Verdict::Unsupported, why);
     }
-    let (facts, verdict, reason) = analyze(&lib);
-    m.extend(facts);
-    finish(m, verdict, reason)
+    let (a, verdict, reason) = analyze(&lib);
+    r.with(a).finish(verdict, reason)
 }
 
 /// The doctor on a file, in this process: [`check_file`], then [`load_and_analyze`].
 pub fn for_file(path: &Path, found_by: &str, searched: &[String]) -> Report {
     match check_file(path, found_by, searched) {
         Ok(_) => load_and_analyze(path, found_by, searched),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
 /// The report when loading a file that passed [`check_file`] killed or stalled the process that
 /// loaded it (`why`): unsupported.
 pub fn load_failed(path: &Path, found_by: &str, searched: &[String], why: &str) -> Report {
-    let m = header(Some(&path.display().to_string()), Some(found_by), searched);
-    finish(m, Verdict::Unsupported, format!("{}: {why}", path.display()))
+    Report::new(Some(path), Some(found_by), searched).finish(Verdict::Unsupported, format!("{}: {why}", path.display()))
 }
 
 /// A report from its JSON (as [`Report::to_json`] wrote it, in the doctor's child process).
 pub fn from_json(text: &str) -> Option<Report> {
-    let json: Value = serde_json::from_str(text).ok()?;
-    let verdict = match json["exit_code"].as_i64()? {
-        0 => Verdict::Supported,
-        1 => Verdict::Degraded,
-        2 => Verdict::Unsupported,
-        _ => return None,
-    };
-    Some(Report { json, verdict })
+    let r: Report = serde_json::from_str(text).ok()?;
+    (r.exit_code == r.verdict as i32).then_some(r)
 }
 
 /// The report inside a job: the NVSHMEM library loaded in this process and, when it is
@@ -326,51 +537,60 @@ pub fn from_json(text: &str) -> Option<Report> {
 pub fn in_process() -> Report {
     let manual = TABLE.heap().filter(|h| h.source == Source::Manual);
     let Some(lib) = host_library::loaded() else {
-        let mut m = header(None, Some("loaded in this process"), &[]);
+        let mut r = Report::new(None, Some("loaded in this process"), &[]);
         let why = "no NVSHMEM host library is loaded in this process";
         if let Some(h) = manual {
-            m.insert("runtime".into(), heap_json(&h, "not-run"));
-            return finish(m, Verdict::Supported, manual_reason(&h, &format!("{why}, so discovery is not used")));
+            r.runtime = Some(heap_runtime(&h, "not-run"));
+            return r.finish(Verdict::Supported, manual_reason(&h, &format!("{why}, so discovery is not used")));
         }
-        return finish(m, Verdict::Unsupported, why.into());
+        return r.finish(Verdict::Unsupported, why.into());
     };
-    let mut m = header(Some(&lib.path.display().to_string()), Some("loaded in this process"), &[]);
-    let (facts, verdict, reason) = analyze(lib);
-    m.extend(facts);
+    let (a, verdict, reason) = analyze(lib);
+    let mut r = Report::new(Some(&lib.path), Some("loaded in this process"), &[]).with(a);
     if let Some(h) = manual {
-        m.insert("runtime".into(), heap_json(&h, "not-run"));
-        m.insert("library_verdict".into(), json!({"verdict": verdict.name(), "reason": reason}));
+        r.runtime = Some(heap_runtime(&h, "not-run"));
         let why = format!("discovery is not used; the loaded library alone would be {}: {reason}", verdict.name());
-        return finish(m, Verdict::Supported, manual_reason(&h, &why));
+        r.library_verdict = Some(LibraryVerdict { verdict, reason });
+        return r.finish(Verdict::Supported, manual_reason(&h, &why));
     }
-    let runtime = match discovery::query_live() {
-        Ok((h, _)) => heap_json(&h, "pass"),
-        Err(e) => json!({"validation": e.status.name(), "error": e.message}),
-    };
-    m.insert("runtime".into(), runtime);
-    m.insert(
-        "resolution_trace".into(),
-        Value::Array(
-            discovery::last_steps().iter().map(|o| json!({"step": o.step.name(), "status": o.status.name(), "detail": o.detail})).collect(),
-        ),
+    r.runtime = Some(match discovery::query_live() {
+        Ok((h, _)) => heap_runtime(&h, "pass"),
+        Err(e) => Runtime {
+            validation: e.status.name().into(),
+            error: Some(e.message),
+            source: None,
+            base: None,
+            reserved_size: None,
+            mapped_size: None,
+            my_pe: None,
+            n_pes: None,
+            device: None,
+        },
+    });
+    r.resolution_trace = Some(
+        discovery::last_steps()
+            .iter()
+            .map(|o| TraceStep { step: o.step.name().into(), status: o.status.name().into(), detail: o.detail.clone() })
+            .collect(),
     );
-    finish(m, verdict, reason)
+    r.finish(verdict, reason)
 }
 
 /// The runtime facts of a heap: `validation` is "pass" for a discovered one, "not-run" for one
 /// attached by hand (nothing validates it against NVSHMEM).
-fn heap_json(h: &Heap, validation: &str) -> Value {
-    json!({
-        "validation": validation,
+fn heap_runtime(h: &Heap, validation: &str) -> Runtime {
+    Runtime {
+        validation: validation.into(),
+        error: None,
         // A manual heap is reported as the C enum spells it; discovered ones by their step.
-        "source": if h.source == Source::Manual { "MANUAL" } else { h.source.name() },
-        "base": format!("0x{:x}", h.base),
-        "reserved_size": h.size,
-        "mapped_size": h.mapped_size,
-        "my_pe": h.my_pe,
-        "n_pes": h.n_pes,
-        "device": h.device,
-    })
+        source: Some(if h.source == Source::Manual { "MANUAL" } else { h.source.name() }.into()),
+        base: Some(format!("0x{:x}", h.base)),
+        reserved_size: Some(h.size),
+        mapped_size: Some(h.mapped_size),
+        my_pe: Some(h.my_pe),
+        n_pes: Some(h.n_pes),
+        device: Some(h.device),
+    }
 }
 
 fn manual_reason(h: &Heap, why: &str) -> String {
@@ -382,92 +602,106 @@ fn manual_reason(h: &Heap, why: &str) -> String {
 
 impl Report {
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(&self.json).unwrap_or_default()
+        serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// The human-readable form.
+    /// The human-readable form: one line per fact, every string from the system escaped.
     pub fn to_text(&self) -> String {
-        let j = &self.json;
-        let s = |v: &Value| match v {
-            Value::String(s) => s.clone(),
-            Value::Null => "-".into(),
-            other => other.to_string(),
-        };
+        let e = |s: &str| escape(s);
+        let opt = |s: &Option<String>| s.as_deref().map_or("-".to_string(), escape);
+        let num = |n: Option<i64>| n.map_or("-".to_string(), |n| n.to_string());
         let mut out = String::new();
-        out += &format!("upcxx-nvshmem-doctor {}\n", s(&j["tool_version"]));
-        let lib = &j["library"];
-        match (&lib["path"], &lib["found_by"]) {
-            (Value::String(p), Value::String(by)) if !p.is_empty() => out += &format!("library:   {p} (found by {by})\n"),
-            (_, Value::String(by)) => out += &format!("library:   none {by}\n"),
+        out += &format!("upcxx-nvshmem-doctor {}\n", e(&self.tool_version));
+        let lib = &self.library;
+        match (&lib.path, &lib.found_by) {
+            (Some(p), Some(by)) if !p.is_empty() => out += &format!("library:   {} (found by {})\n", e(p), e(by)),
+            (_, Some(by)) => out += &format!("library:   none {}\n", e(by)),
             _ => out += "library:   none found\n",
         }
-        if let Some(n) = j.get("nvshmem") {
-            out += &format!("nvshmem:   {} (release {})\n", s(&n["name"]), s(&n["version"]));
+        if let Some(why) = &lib.why {
+            out += &format!("chosen:    {}\n", e(why));
         }
-        if let Some(b) = j.get("symtab_present") {
+        if let Some(n) = &self.nvshmem {
+            out += &format!("nvshmem:   {} (release {})\n", opt(&n.name), opt(&n.version));
+        }
+        if let Some(b) = self.symtab_present {
             let what = match b {
-                Value::Bool(true) => "present".to_string(),
-                Value::Bool(false) => "absent (stripped)".to_string(),
-                _ => format!("unreadable ({})", s(&j["symtab_error"])),
+                Some(true) => "present".to_string(),
+                Some(false) => "absent (stripped)".to_string(),
+                None => format!("unreadable ({})", opt(&self.symtab_error)),
             };
             out += &format!(".symtab:   {what}\n");
         }
-        if let Some(Value::Array(syms)) = j.get("symbols") {
-            for y in syms {
-                if y.get("found") == Some(&Value::Bool(false)) {
-                    out += &format!("symbol:    {}: not found\n", s(&y["name"]));
-                } else {
-                    out += &format!(
-                        "symbol:    {}: st_value 0x{:x}, st_size {}, {} (address {})\n",
-                        s(&y["name"]),
-                        y["st_value"].as_u64().unwrap_or(0),
-                        s(&y["st_size"]),
-                        s(&y["binding"]),
-                        s(&y["address"])
-                    );
-                }
-            }
-        }
-        if let Some(Value::Array(steps)) = j.get("steps") {
-            for st in steps {
-                out += &format!(
-                    "step {:9} {} ({})\n",
-                    s(&st["step"]),
-                    if st["available"] == true { "available  " } else { "unavailable" },
-                    s(&st["reason"])
-                );
-            }
-        }
-        if let Some(l) = j.get("layout") {
-            out += &format!("layout:    {}: {}\n", s(&l["check"]), s(&l["detail"]));
-        }
-        if let Some(r) = j.get("runtime") {
-            if r["source"] == "MANUAL" {
-                out += &format!(
-                    "runtime:   base {} reserved {} mapped {} PE {}/{} device {} source MANUAL (attached by hand; not validated against NVSHMEM)\n",
-                    s(&r["base"]),
-                    s(&r["reserved_size"]),
-                    s(&r["mapped_size"]),
-                    s(&r["my_pe"]),
-                    s(&r["n_pes"]),
-                    s(&r["device"])
-                );
-            } else if r["validation"] == "pass" {
-                out += &format!(
-                    "runtime:   base {} reserved {} mapped {} PE {}/{} device {} via {}; validation pass\n",
-                    s(&r["base"]),
-                    s(&r["reserved_size"]),
-                    s(&r["mapped_size"]),
-                    s(&r["my_pe"]),
-                    s(&r["n_pes"]),
-                    s(&r["device"]),
-                    s(&r["source"])
-                );
+        for y in self.symbols.iter().flatten() {
+            if y.found == Some(false) {
+                out += &format!("symbol:    {}: not found\n", e(&y.name));
             } else {
-                out += &format!("runtime:   {}: {}\n", s(&r["validation"]), s(&r["error"]));
+                out += &format!(
+                    "symbol:    {}: st_value 0x{:x}, st_size {}, {} (address {})\n",
+                    e(&y.name),
+                    y.st_value.unwrap_or(0),
+                    num(y.st_size.map(|v| v as i64)),
+                    opt(&y.binding),
+                    opt(&y.address)
+                );
             }
         }
-        out += &format!("verdict:   {}: {}\n", s(&j["verdict"]), s(&j["reason"]));
+        for st in self.steps.iter().flatten() {
+            out += &format!("step {:9} {} ({})\n", e(&st.step), if st.available { "available  " } else { "unavailable" }, e(&st.reason));
+        }
+        if let Some(l) = &self.layout {
+            out += &format!("layout:    {}: {}\n", e(&l.check), e(&l.detail));
+        }
+        if let Some(r) = &self.runtime {
+            let facts = || {
+                format!(
+                    "base {} reserved {} mapped {} PE {}/{} device {}",
+                    opt(&r.base),
+                    num(r.reserved_size.map(|v| v as i64)),
+                    num(r.mapped_size.map(|v| v as i64)),
+                    num(r.my_pe.map(i64::from)),
+                    num(r.n_pes.map(i64::from)),
+                    num(r.device.map(i64::from))
+                )
+            };
+            if r.source.as_deref() == Some("MANUAL") {
+                out += &format!("runtime:   {} source MANUAL (attached by hand; not validated against NVSHMEM)\n", facts());
+            } else if r.validation == "pass" {
+                out += &format!("runtime:   {} via {}; validation pass\n", facts(), opt(&r.source));
+            } else {
+                out += &format!("runtime:   {}: {}\n", e(&r.validation), opt(&r.error));
+            }
+        }
+        out += &format!("verdict:   {}: {}\n", self.verdict.name(), e(&self.reason));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_keeps_one_line() {
+        assert_eq!(escape("/opt/nvshmem/lib"), "/opt/nvshmem/lib");
+        assert_eq!(escape("a\nverdict:   supported: x"), "a\\nverdict:   supported: x");
+        assert_eq!(escape("tab\there\r\u{1b}[31m\\"), "tab\\there\\r\\u{1b}[31m\\\\");
+        assert!(!escape("x\u{2028}y\u{85}").contains(['\u{2028}', '\u{85}']));
+    }
+
+    #[test]
+    fn json_round_trip_and_forged_path() {
+        let evil = Path::new("/tmp/x\nverdict:   supported: forged/libnvshmem_host.so.3");
+        let r = load_failed(evil, "argument", &["/a\nb".into()], "it crashed");
+        assert_eq!(from_json(&r.to_json()), Some(r.clone()));
+        let text = r.to_text();
+        assert_eq!(text.lines().filter(|l| l.starts_with("verdict:")).count(), 1, "{text}");
+        assert!(text.lines().last().unwrap().starts_with("verdict:   unsupported: "), "{text}");
+        // The analysis fields: absent when not looked at, null for an unreadable symbol table.
+        assert!(!r.to_json().contains("symtab_present"));
+        let mut u = r.clone();
+        u.symtab_present = Some(None);
+        assert!(u.to_json().contains("\"symtab_present\": null"));
+        assert_eq!(from_json(&u.to_json()), Some(u));
     }
 }

@@ -428,20 +428,12 @@ fn dlerror_text(fallback: &str) -> String {
     }
 }
 
-/// The start of [`open_file`]'s error when the file was refused before `dlopen`.
-pub const NOT_LOADED: &str = "not loaded: ";
-
 /// Opens a library file for inspection (the doctor): `dlopen(RTLD_NOW | RTLD_LOCAL)`, without
-/// initialising NVSHMEM. The file is first opened as a regular file only and its ELF headers are
-/// checked against it ([`crate::nvshmem::elf::check_image`]); a file refused there is never given to
-/// `dlopen` (Err starts with [`NOT_LOADED`]). Else Err carries `dlerror()`.
+/// initialising NVSHMEM. `canonical` is a canonical path whose ELF headers the caller checked
+/// (`doctor::elf_check`): `dlopen` trusts the file. Err carries `dlerror()`, or says the
+/// library loaded but is not NVSHMEM.
 #[allow(unsafe_code)]
-pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
-    let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let checked = crate::nvshmem::elf::open_regular(&canonical).and_then(|f| crate::nvshmem::elf::check_file(&f));
-    if let Err(p) = checked {
-        return Err(format!("{NOT_LOADED}{}", p.describe(path)));
-    }
+pub fn open_file(canonical: &std::path::Path) -> Result<LoadedLibrary, String> {
     let cpath = CString::new(canonical.as_os_str().as_encoded_bytes()).map_err(|_| "path contains NUL".to_string())?;
     // SAFETY: loading a library runs its constructors; that is what inspecting it requires.
     let handle = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
@@ -461,8 +453,13 @@ pub fn open_file(path: &std::path::Path) -> Result<LoadedLibrary, String> {
     let mut search = Search { want_name: false, addr, found: None };
     iterate(&mut search);
     let found = search.found.ok_or_else(|| "the library is loaded but not found among the loaded objects".to_string())?;
-    let mut lib =
-        LoadedLibrary { path: canonical, load_bias: found.load_bias, segments: found.segments, handle, api: PublicApi::default() };
+    let mut lib = LoadedLibrary {
+        path: canonical.to_path_buf(),
+        load_bias: found.load_bias,
+        segments: found.segments,
+        handle,
+        api: PublicApi::default(),
+    };
     lib.api = resolve_api(&lib);
     Ok(lib)
 }

@@ -1,5 +1,5 @@
 //! NVSHMEM in this process: its host library ([`host_library`]: found among the loaded objects,
-//! its public API; [`elf`]: its `.symtab` and the checks of a file before it is loaded), the
+//! its public API; [`elf`]: its `.symtab`), the
 //! state it keeps its heap description in ([`state_layout`]) and where that state is, read live
 //! and validated ([`discovery`], with the CUDA driver calls of [`crate::cuda`]), and its initialisation
 //! through the host library for the C++ layer ([`init`]).
