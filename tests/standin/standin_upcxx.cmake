@@ -37,6 +37,9 @@ foreach(_install IN LISTS UXN_STANDIN_UPCXX_INSTALLS)
   set_tests_properties(${_t} PROPERTIES ENVIRONMENT "${_standin_env};${_upcxx_env}" TIMEOUT 120
     PASS_REGULAR_EXPRESSION "RESULT upcxx_copy PASS" FAIL_REGULAR_EXPRESSION "CHECK rank [0-9]+ FAIL")
 
+  # No CUDA runtime code of its own in the binary (nothing from libcudart_static.a).
+  add_test(NAME standin_no_cudart_${_rel} COMMAND sh -c "! nm '$<TARGET_FILE:${_t}>' | grep -E ' [TtWw] (cuda[A-Z]|__cudart|cudart)'")
+
   # (c) heap.copy through the installed C++ layer: a sub-project, configured, built and run at test
   # time against this UPC++ (as tests/cxx builds its GPU programs: find_package on the prefix).
   if(UXN_STANDIN_PREFIX)
