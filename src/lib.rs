@@ -4,7 +4,11 @@
 //! library, its state, the heap that state describes), translates addresses between NVSHMEM
 //! (symmetric address, PE) and UPC++ (rank, raw address) by offset ([`table`]: the heap, its peer
 //! table and the policy of what is published there), and exposes both through the C ABI
-//! ([`abi`], header `include/upcxx_extra_nvshmem.h`). [`doctor`] is the doctor's engine.
+//! ([`abi`], header `include/upcxx_extra_nvshmem.h`). [`doctor`] is the doctor's engine. At the
+//! bottom: [`error`](crate::error) (the statuses, the error type, the thread's last error), [`panic`](crate::panic) (the
+//! boundary every export runs inside), [`heap`] (the heap record `nvshmem` and `table` share)
+//! and [`cuda`] (the one module that calls the CUDA driver); NVSHMEM itself is bound once, in
+//! `nvshmem::host_library`.
 //!
 //! The Rust API of the rlib is [`abi`], the header's functions and types. [`internals`] is for
 //! this package's own tests, benches, fuzzer and doctor binary.

@@ -1,7 +1,7 @@
 //! The C ABI's functions and types: marshalling only (policy lives in
 //! [`crate::table::process_heap`], [`crate::table`], [`crate::nvshmem`]). Every function is
 //! written `#[unsafe(no_mangle)] #[export] pub extern "C" fn upcxx_extra_nvshmem_...`: the
-//! `#[export]` macro runs its body inside the panic boundary ([`crate::error::guarded`]). A
+//! `#[export]` macro runs its body inside the panic boundary ([`crate::panic::guarded`]). A
 //! body evaluates to the function's return type, or for a status to a `Result<()>` (`?` works; the error is recorded, named after the function). The crate
 //! denies `unsafe_code` and only `#[export]` allows the `no_mangle`, so a plain export does not
 //! compile; the macro also records each export in the library, which `tests/build_exports.rs`

@@ -193,6 +193,11 @@ fn pod<T: Pod>(bytes: &[u8]) -> Result<&T, FileProblem> {
     object::pod::from_bytes(bytes).map(|(t, _)| t).map_err(|()| FileProblem::Corrupt("a header shorter than its type".into()))
 }
 
+/// A version index without its hidden flag (`VERSYM_HIDDEN`).
+fn version_index(v: elf::VersionIndex) -> u16 {
+    elf::VersymIndex::from(v).index().0
+}
+
 fn corrupt<T>(why: String) -> Result<T, FileProblem> {
     Err(FileProblem::Corrupt(why))
 }
@@ -597,7 +602,7 @@ fn check_symbol_lookup<'d, R: ReadRef<'d>>(
             if d.vd_version.get(LE) != 1 {
                 return corrupt(format!("a version definition has vd_version {}", d.vd_version.get(LE)));
             }
-            ndx_high = ndx_high.max(u64::from(d.vd_ndx.get(LE).0) & 0x7fff);
+            ndx_high = ndx_high.max(u64::from(version_index(d.vd_ndx.get(LE))));
             let aux: elf::Verdaux<LE> = c.vaddr_pod(add(at, u64::from(d.vd_aux.get(LE)), "DT_VERDEF")?, &what)?;
             if !string_ok(u64::from(aux.vda_name.get(LE))) {
                 return corrupt("a version definition's name is not inside DT_STRTAB".into());
@@ -623,7 +628,7 @@ fn check_symbol_lookup<'d, R: ReadRef<'d>>(
                     return corrupt("the DT_VERNEED chain has no end".into());
                 }
                 let a: elf::Vernaux<LE> = c.vaddr_pod(aux, &what)?;
-                ndx_high = ndx_high.max(u64::from(a.vna_other.get(LE).0) & 0x7fff);
+                ndx_high = ndx_high.max(u64::from(version_index(a.vna_other.get(LE))));
                 if !string_ok(u64::from(a.vna_name.get(LE))) {
                     return corrupt("a needed version's name is not inside DT_STRTAB".into());
                 }
@@ -640,7 +645,7 @@ fn check_symbol_lookup<'d, R: ReadRef<'d>>(
     }
     if let (Some(versym), true) = (get(elf::DT_VERSYM), nsyms > 0) {
         let v = c.read_vaddr(versym, nsyms * 2, &|| "DT_VERSYM".into())?;
-        if let Some(x) = pods::<object::U16<LE>>(&v).iter().map(|b| u64::from(b.get(LE)) & 0x7fff).find(|x| *x > ndx_high) {
+        if let Some(x) = pods::<elf::Versym<LE>>(&v).iter().map(|b| u64::from(b.0.get(LE).index().0)).find(|x| *x > ndx_high) {
             return corrupt(format!("a symbol has version index {x}, but the highest defined or needed is {ndx_high}"));
         }
     }
