@@ -1,6 +1,7 @@
 //! One owner per external system: no NVSHMEM symbol is resolved (`dlopen`, `dlsym`, `dladdr`,
 //! `dl_iterate_phdr`, a function pointer made from an address) outside `src/nvshmem/host_library.rs`,
-//! and no CUDA call (`cudarc`, `sys::cu*`) is made outside `src/cuda.rs`. The scan reads every
+//! and no CUDA call (`cudarc`, `sys::cu*`) is made outside `src/cuda.rs`; nothing forks (a
+//! child process is `std::process::Command`). The scan reads every
 //! Rust source under `src/` with comments and string literals removed; a planted violation
 //! checks that the scan can fail.
 
@@ -27,6 +28,12 @@ const OWNERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("src/cuda.rs", &["cudarc", "sys::cu", "CUresult", "CUdeviceptr", "CUmodule", "CUcontext"]),
+];
+
+/// What no file writes: (pattern, why).
+const NOWHERE: &[(&str, &str)] = &[
+    ("libc::fork", "a child process is `std::process::Command` (the doctor runs current_exe() again)"),
+    ("libc::vfork", "a child process is `std::process::Command`"),
 ];
 
 /// `text` with `//` comments removed and every string or char literal emptied (except `"C"`).
@@ -92,6 +99,13 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
     let mut bad = Vec::new();
     for (path, text) in files {
         let code = code_only(text);
+        for (n, line) in code.lines().enumerate() {
+            for (p, why) in NOWHERE {
+                if line.contains(p) {
+                    bad.push(format!("{path}:{}: `{p}`: {why}: {}", n + 1, line.trim()));
+                }
+            }
+        }
         for (owner, patterns) in OWNERS {
             if path == owner {
                 continue;
@@ -146,9 +160,10 @@ fn the_scan_catches_a_planted_violation() {
         ("src/nvshmem/y.rs".to_string(), "let p: unsafe extern \"C\" fn() -> c_int = todo!();\n".to_string()),
         ("src/doctor/z.rs".to_string(), "use cudarc::driver::sys;\n".to_string()),
         ("src/abi/w.rs".to_string(), "let x = lib.dlsym(name);\n".to_string()),
+        ("src/bin/d.rs".to_string(), "let pid = unsafe { libc::fork() };\n".to_string()),
     ];
     let bad = violations(&planted);
-    assert_eq!(bad.len(), 4, "{bad:#?}");
+    assert_eq!(bad.len(), 5, "{bad:#?}");
     // Comments and messages may name what they like.
     let fine = [(
         "src/table/x.rs".to_string(),
