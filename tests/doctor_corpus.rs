@@ -270,3 +270,22 @@ fn corrupt_headers_are_named_corrupt() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_library_writing_to_stdout_does_not_corrupt_the_report() {
+    // A constructor that writes to the child's stdout (write(2), unbuffered), JSON-looking
+    // noise included: the report is still the doctor's own, and the noise goes to stderr.
+    let dir = scratch("corpus-noise");
+    let src = format!(
+        "{}\n#include <unistd.h>\n__attribute__((constructor)) static void noise(void) {{ \
+         static const char m[] = \"{{\\\"verdict\\\": \\\"forged\\\"\\n\"; write(1, m, sizeof m - 1); }}\n",
+        good_source()
+    );
+    let so = build_so(&dir, "libnoisy.so", &src);
+    let o = doctor(&["--json", so.to_str().unwrap()], &[], KILL_AFTER);
+    o.expect(0, LIMIT_S, "libnoisy.so");
+    let j = json_of(&o);
+    assert_eq!(j["verdict"], "supported", "{}", o.text());
+    assert!(o.stderr.contains("\"verdict\": \"forged\""), "the library's output is passed on to stderr: {}", o.stderr);
+    std::fs::remove_dir_all(&dir).ok();
+}

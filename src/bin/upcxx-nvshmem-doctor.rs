@@ -402,6 +402,21 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// The lines around the child's report on its stdout: what the loaded library itself writes there
+/// (its constructors) cannot be taken for the report, and is passed on to stderr.
+const REPORT_BEGIN: &str = "\n=== upcxx-nvshmem-doctor report ===\n";
+const REPORT_END: &str = "\n=== end of report ===\n";
+
+/// The report between the markers of the child's output, and what else it wrote.
+fn split_report(out: &str) -> (Option<&str>, String) {
+    let Some(begin) = out.rfind(REPORT_BEGIN) else { return (None, out.to_string()) };
+    let body = &out[begin + REPORT_BEGIN.len()..];
+    match body.find(REPORT_END) {
+        Some(end) => (Some(&body[..end]), format!("{}{}", &out[..begin], &body[end + REPORT_END.len()..])),
+        None => (None, out.to_string()),
+    }
+}
+
 /// Runs this program again (`current_exe()`) as the child that loads `file`, and returns the JSON
 /// report it printed, or why it did not finish.
 fn in_child(file: &Path) -> Result<String, String> {
@@ -422,8 +437,14 @@ fn in_child(file: &Path) -> Result<String, String> {
             signal_name(sig)
         ));
     }
+    let out = String::from_utf8_lossy(&out);
+    let (report, other) = split_report(&out);
+    if !other.trim().is_empty() {
+        // The library's own output on stdout, as it wrote it.
+        eprint!("{other}");
+    }
     match status.code() {
-        Some(0) => String::from_utf8(out).map_err(|_| "the process that loaded it wrote no report".to_string()),
+        Some(0) => report.map(str::to_string).ok_or_else(|| "the process that loaded it wrote no report".to_string()),
         code => {
             let code = code.unwrap_or(-1);
             // 127: the loader's own exit when a symbol cannot be resolved (lazy binding at a call).
@@ -437,7 +458,7 @@ fn in_child(file: &Path) -> Result<String, String> {
 /// The child: loads and analyses `file`, prints the report as JSON, and ends without running
 /// the loaded library's exit handlers or destructors (`_exit`).
 fn child_main(file: &Path) -> ! {
-    let r = std::panic::catch_unwind(|| report::load_and_analyze(file, "argument", &[]).to_json());
+    let r = std::panic::catch_unwind(|| format!("{REPORT_BEGIN}{}{REPORT_END}", report::load_and_analyze(file, "argument", &[]).to_json()));
     let ok = r.is_ok_and(|json| {
         let mut out = std::io::stdout().lock();
         std::io::Write::write_all(&mut out, json.as_bytes()).and_then(|()| std::io::Write::flush(&mut out)).is_ok()
@@ -464,6 +485,20 @@ fn parse() -> Cli {
             };
             usage_error(&msg)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_is_told_from_the_librarys_output() {
+        let out = format!("noise{REPORT_BEGIN}{{\"a\": 1}}{REPORT_END}more");
+        assert_eq!(split_report(&out), (Some("{\"a\": 1}"), "noisemore".to_string()));
+        assert_eq!(split_report("{\"a\": 1}"), (None, "{\"a\": 1}".to_string()));
+        let forged = format!("{REPORT_BEGIN}{{}}");
+        assert_eq!(split_report(&forged).0, None, "no end marker: no report");
     }
 }
 
