@@ -488,20 +488,6 @@ fn parse() -> Cli {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_report_is_told_from_the_librarys_output() {
-        let out = format!("noise{REPORT_BEGIN}{{\"a\": 1}}{REPORT_END}more");
-        assert_eq!(split_report(&out), (Some("{\"a\": 1}"), "noisemore".to_string()));
-        assert_eq!(split_report("{\"a\": 1}"), (None, "{\"a\": 1}".to_string()));
-        let forged = format!("{REPORT_BEGIN}{{}}");
-        assert_eq!(split_report(&forged).0, None, "no end marker: no report");
-    }
-}
-
 fn main() {
     let cli = parse();
     if let Some(file) = &cli.load_in_child {
@@ -528,4 +514,18 @@ fn main() {
     let text = if cli.json { r.to_json() + "\n" } else { r.to_text() };
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
     std::process::exit(r.verdict as i32);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_is_told_from_the_librarys_output() {
+        let out = format!("noise{REPORT_BEGIN}{{\"a\": 1}}{REPORT_END}more");
+        assert_eq!(split_report(&out), (Some("{\"a\": 1}"), "noisemore".to_string()));
+        assert_eq!(split_report("{\"a\": 1}"), (None, "{\"a\": 1}".to_string()));
+        let forged = format!("{REPORT_BEGIN}{{}}");
+        assert_eq!(split_report(&forged).0, None, "no end marker: no report");
+    }
 }
