@@ -156,6 +156,9 @@ impl Search {
         // 2. The quickstart's NVSHMEM.
         let cache = install_cache();
         let cuda = std::env::var("UXN_NVSHMEM_CUDA").ok().filter(|c| c == "13").unwrap_or_else(|| "12".into());
+        if cache.is_none() {
+            self.searched.push("the quickstart's NVSHMEM: neither UXN_CACHE nor HOME is set".into());
+        }
         if let Some(cache) = &cache {
             let root = quickstart_root(cache, &cuda);
             let label = format!("the quickstart's NVSHMEM {QUICKSTART_NVSHMEM}, nvidia-nvshmem-cu{cuda}");
