@@ -1,0 +1,165 @@
+// flood_bench: heap.copy against NVSHMEM's own host API on the same memory, in one process.
+//
+// For each size, rank 0 issues a window of W copies to (put) or from (get) the next PE's heap and
+// waits for all of them, alternating between
+//   heap.copy       W x heap.copy(...) futures, then upcxx::when_all(...).wait()
+//   putmem_nbi      W x nvshmem_putmem_nbi / nvshmem_getmem_nbi, then nvshmem_quiet()
+// after warm-up windows, R repetitions each (in ABAB order, so drift hits both alike). One line
+// per (direction, size, window):
+//   FLOOD <dir> <bytes> <window> <heap.copy min us> <heap.copy max us> <putmem_nbi min us>
+//         <putmem_nbi max us> <ratio of the minima: putmem_nbi / heap.copy>
+// A ratio above 1 means heap.copy moved the window faster. "both" runs put and get at once (rank 0
+// puts while rank 1 gets, and the reverse), each rank timing its own direction.
+//
+//   upcxx-run -n 2 ./flood_bench [-w 10,100,1000] [-s 8] [-m 4194304] [-r 6] [-W 2]
+//
+// Without a GPU it says SKIPPED and exits 77 (the CUDA + NVSHMEM stand-in of tests/standin runs it,
+// with no meaning in its figures).
+#include <cuda_runtime.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::vector<std::size_t> parse_list(const char *s) {
+    std::vector<std::size_t> v;
+    for (const char *p = s; *p;) {
+        char *end = nullptr;
+        v.push_back(std::strtoull(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+        if (end == p && *p) break;
+    }
+    return v;
+}
+
+struct stats {
+    double lo = 1e30, hi = 0;
+    void add(double t) {
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+    }
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    upcxx::init();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || upcxx::rank_n() < 2) {
+        if (!upcxx::rank_me()) std::printf("SKIPPED: flood_bench needs a GPU and 2 ranks\n");
+        upcxx::finalize();
+        return 77;
+    }
+    std::vector<std::size_t> windows{10, 100, 1000};
+    std::size_t min_size = 8, max_size = std::size_t(4) << 20;
+    int reps = 6, warm = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        if (a == "-w")
+            windows = parse_list(argv[i + 1]);
+        else if (a == "-s")
+            min_size = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-m")
+            max_size = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-r")
+            reps = std::atoi(argv[i + 1]);
+        else if (a == "-W")
+            warm = std::atoi(argv[i + 1]);
+    }
+    const std::size_t max_window = *std::max_element(windows.begin(), windows.end());
+    cudaSetDevice(upcxx::local_team().rank_me() % ndev);
+    int rc = 0;
+    try {
+        upcxx::extra::nvshmem_init();
+        const int me = upcxx::rank_me(), next = (me + 1) % upcxx::rank_n();
+        // Each copy of a window has its own bytes: max_size per copy, the window's copies side by side
+        // up to 256 MiB (larger windows reuse the space modulo).
+        const std::size_t span = std::min(max_size * max_window, std::size_t(256) << 20);
+        char *src = static_cast<char *>(nvshmem_malloc(span));
+        char *dst = static_cast<char *>(nvshmem_malloc(span));
+        cudaMemset(src, me + 1, span);
+        cudaDeviceSynchronize();
+        {
+            upcxx::extra::nvshmem_heap heap;
+            const auto lsrc = heap.to_global_ptr(src), rdst = heap.to_global_ptr(dst, next);
+            const auto rsrc = heap.to_global_ptr(src, next), ldst = heap.to_global_ptr(dst);
+            if (me == 0)
+                std::printf("flood_bench: %d ranks, %d GPU(s) visible, heap.copy %s, NVSHMEM %d.%d\n", upcxx::rank_n(),
+                            ndev, upcxx::extra::nvshmem_heap::fast_copies() ? "fast mode" : "public-API mode",
+                            NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION);
+            for (const char *dir : {"put", "get", "both"}) {
+                const std::string d = dir;
+                // Who times what: put and get on rank 0 alone; both: rank 0 puts, rank 1 gets.
+                const bool active = d == "both" ? me < 2 : me == 0;
+                const bool putting = d == "put" || (d == "both" && me == 0);
+                for (std::size_t w : windows)
+                    for (std::size_t n = min_size; n <= max_size; n *= 2) {
+                        const std::size_t slots = std::max<std::size_t>(1, span / n);
+                        auto off = [&](std::size_t k) { return static_cast<std::ptrdiff_t>((k % slots) * n); };
+                        auto run_heap = [&] {
+                            std::vector<upcxx::future<>> fs;
+                            fs.reserve(w);
+                            const double t0 = now();
+                            for (std::size_t k = 0; k < w; k++)
+                                fs.push_back(putting ? heap.copy(lsrc + off(k), rdst + off(k), n)
+                                                     : heap.copy(rsrc + off(k), ldst + off(k), n));
+                            for (auto &f : fs) f.wait();
+                            return now() - t0;
+                        };
+                        auto run_nvshmem = [&] {
+                            const double t0 = now();
+                            for (std::size_t k = 0; k < w; k++) {
+                                const std::size_t o = static_cast<std::size_t>(off(k));
+                                if (putting)
+                                    nvshmem_putmem_nbi(dst + o, src + o, n, next);
+                                else
+                                    nvshmem_getmem_nbi(dst + o, src + o, n, next);
+                            }
+                            nvshmem_quiet();
+                            return now() - t0;
+                        };
+                        upcxx::barrier();
+                        stats h, v;
+                        if (active) {
+                            for (int i = 0; i < warm; i++) run_heap(), run_nvshmem();
+                            for (int i = 0; i < reps; i++) {
+                                h.add(run_heap());
+                                v.add(run_nvshmem());
+                            }
+                        }
+                        upcxx::barrier();
+                        if (active && (d != "both" || me == 0 || me == 1)) {
+                            const char *label = d == "both" ? (putting ? "both/put" : "both/get") : dir;
+                            std::printf("FLOOD %s %zu %zu %.2f %.2f %.2f %.2f %.3f\n", label, n, w, h.lo * 1e6,
+                                        h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo);
+                            std::fflush(stdout);
+                        }
+                        upcxx::barrier();
+                    }
+            }
+            heap.destroy();
+        }
+        nvshmem_free(dst);
+        nvshmem_free(src);
+        upcxx::extra::nvshmem_finalize();
+    } catch (const upcxx::extra::nvshmem_error &e) {
+        std::fprintf(stderr, "flood_bench (rank %d): %s\n", upcxx::rank_me(), e.what());
+        rc = 1;
+    }
+    if (!upcxx::rank_me()) std::printf("RESULT flood_bench %s\n", rc ? "FAIL" : "DONE");
+    upcxx::finalize();
+    return rc;
+}
