@@ -310,19 +310,20 @@ static auto with_rc(C &&c, int rank) {
     // A std::string and a std::vector too: arguments that own heap memory, serialised as
     // upcxx::copy serialises them (a moved-from or twice-destroyed copy would arrive empty or
     // corrupt the heap).
-    return std::forward<C>(c) | remote_cx::as_rpc(
-                                    [](int r, int desc, const std::string &s, const std::vector<int> &v) {
-                                        if (s != "hello, " + std::to_string(desc) ||
-                                            v != std::vector<int>{1, 2, 3, desc}) {
-                                            if (rc_bad_args++ < 8)
-                                                std::printf("RESULT copy_cover_test.remote_cx_args FAIL (rank %d): "
-                                                            "as_rpc received \"%s\" and %zu ints (desc %d)\n",
-                                                            upcxx::rank_me(), s.c_str(), v.size(), desc);
-                                        }
-                                        rc_at(r, desc);
-                                    },
-                                    int(rank), int(g_desc), std::string("hello, ") + std::to_string(g_desc),
-                                    std::vector<int>{1, 2, 3, g_desc});
+    return std::forward<C>(c) |
+           remote_cx::as_rpc(
+               [](int r, int desc, const std::string &s, const std::vector<int> &v) {
+                   if (s != "hello, " + std::to_string(desc) || v != std::vector<int>{1, 2, 3, desc}) {
+                       if (rc_bad_args++ < 8)
+                           std::printf(
+                               "RESULT copy_cover_test.remote_cx_args FAIL (rank %d): "
+                               "as_rpc received \"%s\" and %zu ints (desc %d)\n",
+                               upcxx::rank_me(), s.c_str(), v.size(), desc);
+                   }
+                   rc_at(r, desc);
+               },
+               int(rank), int(g_desc), std::string("hello, ") + std::to_string(g_desc),
+               std::vector<int>{1, 2, 3, g_desc});
 #else
     (void)rank;
     return std::forward<C>(c);

@@ -141,15 +141,15 @@ cudaError_t rt(cudaError_t e) {
     return e;
 }
 // Entry of every runtime call that initialises: the fork rule and the implicit context.
-#define RT_ENTER()                                                          \
-    do {                                                                    \
-        if (g_forked.load()) return rt(cudaErrorInitializationError);       \
-        g_touched.store(true);                                              \
-        if (g_devices == 0) return rt(cudaErrorNoDevice);                   \
+#define RT_ENTER()                                                    \
+    do {                                                              \
+        if (g_forked.load()) return rt(cudaErrorInitializationError); \
+        g_touched.store(true);                                        \
+        if (g_devices == 0) return rt(cudaErrorNoDevice);             \
     } while (0)
-#define DRV_ENTER()                                                          \
-    do {                                                                     \
-        if (g_forked.load()) return CUDA_ERROR_NOT_INITIALIZED;              \
+#define DRV_ENTER()                                             \
+    do {                                                        \
+        if (g_forked.load()) return CUDA_ERROR_NOT_INITIALIZED; \
     } while (0)
 
 // ---------------------------------------------------------------- streams
@@ -353,84 +353,146 @@ bool device_free(void *p) {
 
 const char *rt_name(cudaError_t e) {
     switch (e) {
-        case cudaSuccess: return "cudaSuccess";
-        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-        case cudaErrorInitializationError: return "cudaErrorInitializationError";
-        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-        case cudaErrorNotReady: return "cudaErrorNotReady";
-        case cudaErrorNoDevice: return "cudaErrorNoDevice";
-        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-        case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-        case cudaErrorNotSupported: return "cudaErrorNotSupported";
-        case cudaErrorUnknown: return "cudaErrorUnknown";
-        default: return "cudaErrorStandinOther";
+        case cudaSuccess:
+            return "cudaSuccess";
+        case cudaErrorInvalidValue:
+            return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation:
+            return "cudaErrorMemoryAllocation";
+        case cudaErrorInitializationError:
+            return "cudaErrorInitializationError";
+        case cudaErrorInvalidDevice:
+            return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidResourceHandle:
+            return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady:
+            return "cudaErrorNotReady";
+        case cudaErrorNoDevice:
+            return "cudaErrorNoDevice";
+        case cudaErrorInvalidDevicePointer:
+            return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "cudaErrorInvalidMemcpyDirection";
+        case cudaErrorNotSupported:
+            return "cudaErrorNotSupported";
+        case cudaErrorUnknown:
+            return "cudaErrorUnknown";
+        default:
+            return "cudaErrorStandinOther";
     }
 }
 const char *rt_string(cudaError_t e) {
     switch (e) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInitializationError: return "initialization error";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorNotSupported: return "operation not supported";
-        case cudaErrorUnknown: return "unknown error (stand-in: injected copy failure)";
-        default: return "error (stand-in)";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInitializationError:
+            return "initialization error";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorNoDevice:
+            return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorNotSupported:
+            return "operation not supported";
+        case cudaErrorUnknown:
+            return "unknown error (stand-in: injected copy failure)";
+        default:
+            return "error (stand-in)";
     }
 }
 const char *drv_name(CUresult r) {
     switch (r) {
-        case CUDA_SUCCESS: return "CUDA_SUCCESS";
-        case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
-        case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
-        case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
-        case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
-        case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
-        case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
-        case CUDA_ERROR_NO_BINARY_FOR_GPU: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
-        case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
-        case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
-        case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
-        case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
-        case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
-        default: return nullptr;
+        case CUDA_SUCCESS:
+            return "CUDA_SUCCESS";
+        case CUDA_ERROR_INVALID_VALUE:
+            return "CUDA_ERROR_INVALID_VALUE";
+        case CUDA_ERROR_OUT_OF_MEMORY:
+            return "CUDA_ERROR_OUT_OF_MEMORY";
+        case CUDA_ERROR_NOT_INITIALIZED:
+            return "CUDA_ERROR_NOT_INITIALIZED";
+        case CUDA_ERROR_NO_DEVICE:
+            return "CUDA_ERROR_NO_DEVICE";
+        case CUDA_ERROR_INVALID_DEVICE:
+            return "CUDA_ERROR_INVALID_DEVICE";
+        case CUDA_ERROR_INVALID_CONTEXT:
+            return "CUDA_ERROR_INVALID_CONTEXT";
+        case CUDA_ERROR_NO_BINARY_FOR_GPU:
+            return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+        case CUDA_ERROR_INVALID_HANDLE:
+            return "CUDA_ERROR_INVALID_HANDLE";
+        case CUDA_ERROR_NOT_FOUND:
+            return "CUDA_ERROR_NOT_FOUND";
+        case CUDA_ERROR_NOT_READY:
+            return "CUDA_ERROR_NOT_READY";
+        case CUDA_ERROR_NOT_SUPPORTED:
+            return "CUDA_ERROR_NOT_SUPPORTED";
+        case CUDA_ERROR_UNKNOWN:
+            return "CUDA_ERROR_UNKNOWN";
+        default:
+            return nullptr;
     }
 }
 const char *drv_string(CUresult r) {
     switch (r) {
-        case CUDA_SUCCESS: return "no error";
-        case CUDA_ERROR_INVALID_VALUE: return "invalid argument";
-        case CUDA_ERROR_OUT_OF_MEMORY: return "out of memory";
-        case CUDA_ERROR_NOT_INITIALIZED: return "initialization error";
-        case CUDA_ERROR_NO_DEVICE: return "no CUDA-capable device is detected";
-        case CUDA_ERROR_INVALID_DEVICE: return "invalid device ordinal";
-        case CUDA_ERROR_INVALID_CONTEXT: return "invalid device context";
-        case CUDA_ERROR_NO_BINARY_FOR_GPU: return "no kernel image is available (stand-in: no PTX)";
-        case CUDA_ERROR_INVALID_HANDLE: return "invalid resource handle";
-        case CUDA_ERROR_NOT_FOUND: return "named symbol not found";
-        case CUDA_ERROR_NOT_READY: return "device not ready";
-        case CUDA_ERROR_NOT_SUPPORTED: return "operation not supported";
-        case CUDA_ERROR_UNKNOWN: return "unknown error (stand-in: injected copy failure)";
-        default: return nullptr;
+        case CUDA_SUCCESS:
+            return "no error";
+        case CUDA_ERROR_INVALID_VALUE:
+            return "invalid argument";
+        case CUDA_ERROR_OUT_OF_MEMORY:
+            return "out of memory";
+        case CUDA_ERROR_NOT_INITIALIZED:
+            return "initialization error";
+        case CUDA_ERROR_NO_DEVICE:
+            return "no CUDA-capable device is detected";
+        case CUDA_ERROR_INVALID_DEVICE:
+            return "invalid device ordinal";
+        case CUDA_ERROR_INVALID_CONTEXT:
+            return "invalid device context";
+        case CUDA_ERROR_NO_BINARY_FOR_GPU:
+            return "no kernel image is available (stand-in: no PTX)";
+        case CUDA_ERROR_INVALID_HANDLE:
+            return "invalid resource handle";
+        case CUDA_ERROR_NOT_FOUND:
+            return "named symbol not found";
+        case CUDA_ERROR_NOT_READY:
+            return "device not ready";
+        case CUDA_ERROR_NOT_SUPPORTED:
+            return "operation not supported";
+        case CUDA_ERROR_UNKNOWN:
+            return "unknown error (stand-in: injected copy failure)";
+        default:
+            return nullptr;
     }
 }
 CUresult to_drv(cudaError_t e) {
     switch (e) {
-        case cudaSuccess: return CUDA_SUCCESS;
-        case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
-        case cudaErrorUnknown: return CUDA_ERROR_UNKNOWN;
-        case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
-        case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
-        case cudaErrorInitializationError: return CUDA_ERROR_NOT_INITIALIZED;
-        case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
-        default: return CUDA_ERROR_UNKNOWN;
+        case cudaSuccess:
+            return CUDA_SUCCESS;
+        case cudaErrorNotReady:
+            return CUDA_ERROR_NOT_READY;
+        case cudaErrorUnknown:
+            return CUDA_ERROR_UNKNOWN;
+        case cudaErrorInvalidResourceHandle:
+            return CUDA_ERROR_INVALID_HANDLE;
+        case cudaErrorInvalidValue:
+            return CUDA_ERROR_INVALID_VALUE;
+        case cudaErrorInitializationError:
+            return CUDA_ERROR_NOT_INITIALIZED;
+        case cudaErrorMemoryAllocation:
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        default:
+            return CUDA_ERROR_UNKNOWN;
     }
 }
 
@@ -853,11 +915,21 @@ UXN_EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice 
     if (!v) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
     switch (a) {
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
-        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
-        case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = d; break;
-        default: *v = 0; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+            *v = 9;
+            break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+            *v = 0;
+            break;
+        case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+            *v = 1;
+            break;
+        case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+            *v = d;
+            break;
+        default:
+            *v = 0;
+            break;
     }
     return CUDA_SUCCESS;
 }
@@ -952,15 +1024,32 @@ UXN_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUd
     Range r;
     if (!lookup(reinterpret_cast<void *>(p), &b, &r)) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
-        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int *>(data) = r.device; break;
-        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *static_cast<unsigned *>(data) = CU_MEMORYTYPE_DEVICE; break;
-        case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<CUcontext *>(data) = reinterpret_cast<CUcontext>(&G().ctx[r.device]); break;
-        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *static_cast<CUdeviceptr *>(data) = p; break;
-        case CU_POINTER_ATTRIBUTE_HOST_POINTER: *static_cast<void **>(data) = nullptr; break;
-        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr *>(data) = CUdeviceptr(b); break;
-        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t *>(data) = r.size; break;
-        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<unsigned *>(data) = 0; break;
-        default: return CUDA_ERROR_NOT_SUPPORTED;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            *static_cast<int *>(data) = r.device;
+            break;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+            *static_cast<unsigned *>(data) = CU_MEMORYTYPE_DEVICE;
+            break;
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+            *static_cast<CUcontext *>(data) = reinterpret_cast<CUcontext>(&G().ctx[r.device]);
+            break;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+            *static_cast<CUdeviceptr *>(data) = p;
+            break;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+            *static_cast<void **>(data) = nullptr;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            *static_cast<CUdeviceptr *>(data) = CUdeviceptr(b);
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            *static_cast<size_t *>(data) = r.size;
+            break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+            *static_cast<unsigned *>(data) = 0;
+            break;
+        default:
+            return CUDA_ERROR_NOT_SUPPORTED;
     }
     return CUDA_SUCCESS;
 }

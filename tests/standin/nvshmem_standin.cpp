@@ -45,8 +45,8 @@
 
 // NVSHMEM's device state, found by the library's .symtab step (a LOCAL symbol, as in NVSHMEM).
 // (An asm label: a C++ `static` would be mangled as _ZL21nvshmemi_device_state.)
-__attribute__((used, aligned(8))) static nvshmemi_device_host_state_t nvshmemi_device_state __asm__(
-    "nvshmemi_device_state");
+__attribute__((used,
+               aligned(8))) static nvshmemi_device_host_state_t nvshmemi_device_state __asm__("nvshmemi_device_state");
 
 namespace {
 
@@ -74,10 +74,10 @@ struct Fields {
     int fd = -1;
     Ctl *ctl = nullptr;
     size_t ctl_len = 0;
-    std::vector<char *> local;   // peer_heap_base_p2p: each PE's heap mapped here
-    std::vector<char *> remote;  // peer_heap_base_remote: each PE's heap base there
+    std::vector<char *> local;                             // peer_heap_base_p2p: each PE's heap mapped here
+    std::vector<char *> remote;                            // peer_heap_base_remote: each PE's heap base there
     char **p2p_array = nullptr, **remote_array = nullptr;  // "device" arrays
-    std::map<size_t, size_t> free_blocks, used;             // offset -> length
+    std::map<size_t, size_t> free_blocks, used;            // offset -> length
 };
 struct State : Fields {
     std::mutex mu;
@@ -102,11 +102,24 @@ size_t env_size(const char *name, size_t dflt) {
     size_t mul = 1;
     if (end && *end) {
         switch (*end) {
-            case 'k': case 'K': mul = size_t(1) << 10; break;
-            case 'm': case 'M': mul = size_t(1) << 20; break;
-            case 'g': case 'G': mul = size_t(1) << 30; break;
-            case 't': case 'T': mul = size_t(1) << 40; break;
-            default: break;
+            case 'k':
+            case 'K':
+                mul = size_t(1) << 10;
+                break;
+            case 'm':
+            case 'M':
+                mul = size_t(1) << 20;
+                break;
+            case 'g':
+            case 'G':
+                mul = size_t(1) << 30;
+                break;
+            case 't':
+            case 'T':
+                mul = size_t(1) << 40;
+                break;
+            default:
+                break;
         }
     }
     return size_t(v * double(mul));
@@ -225,7 +238,8 @@ int do_init(nvshmemx_init_attr_t *attr) {
                    : page_round(env_size("NVSHMEM_SYMMETRIC_SIZE", size_t(1) << 30));
     s.chunk = page_round(env_size("UXN_STANDIN_HEAP_CHUNK", size_t(512) << 20));
     if (s.size == 0 || s.chunk == 0) return fail_init(s, "NVSHMEM_SYMMETRIC_SIZE / UXN_STANDIN_HEAP_CHUNK is 0");
-    if (cudaGetDevice(&s.device) != cudaSuccess) return fail_init(s, "cudaGetDevice failed (no CUDA device, or a fork child)");
+    if (cudaGetDevice(&s.device) != cudaSuccess)
+        return fail_init(s, "cudaGetDevice failed (no CUDA device, or a fork child)");
 
     // The control segment (created by whichever PE comes first; zero-filled).
     s.ctl_len = page_round(sizeof(Ctl) + sizeof(uint64_t) * size_t(npes));
@@ -512,6 +526,10 @@ UXN_EXPORT void nvshmemx_barrier_all_on_stream(cudaStream_t s) {
     barrier(S());
 }
 UXN_EXPORT void nvshmemx_quiet_on_stream(cudaStream_t s) { cudaStreamSynchronize(s); }
-UXN_EXPORT void nvshmem_int_put(int *d, const int *src, size_t n, int pe) { nvshmem_putmem(d, src, n * sizeof(int), pe); }
-UXN_EXPORT void nvshmem_int_get(int *d, const int *src, size_t n, int pe) { nvshmem_getmem(d, src, n * sizeof(int), pe); }
+UXN_EXPORT void nvshmem_int_put(int *d, const int *src, size_t n, int pe) {
+    nvshmem_putmem(d, src, n * sizeof(int), pe);
+}
+UXN_EXPORT void nvshmem_int_get(int *d, const int *src, size_t n, int pe) {
+    nvshmem_getmem(d, src, n * sizeof(int), pe);
+}
 UXN_EXPORT void nvshmem_global_exit(int status) { _exit(status); }

@@ -72,6 +72,15 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
+        if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
+            // Host memory at both ends by type: upcxx::copy as written, after the few checks every
+            // copy gets (a usable heap, no raw pointer into a heap); UPC++ checks the rest.
+            if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
+            if (h.engine_->forked()) throw forked_error("nvshmem_heap::copy");
+            if constexpr (!src_end::global) not_into_heap(h, src, "source");
+            if constexpr (!dst_end::global) not_into_heap(h, dst, "destination");
+            return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+        }
         check_common(h, src, dst);
         if constexpr (src_end::known && dst_end::known) {
             if (n == 0) return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
@@ -83,12 +92,14 @@ struct copy_path {
         if constexpr (sizeof...(C) == 0) {
             if constexpr (!internals::cx_known<internals::default_cxs_t>) {
                 check_public(h, src, dst, n);
+                refuse_upcxx_crash(src, dst);
                 return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
             } else {
                 return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
             }
         } else if constexpr (!(internals::cx_known<C> && ...)) {  // the public-API mode (or a form not known)
             check_public(h, src, dst, n);
+            refuse_upcxx_crash(src, dst);
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         } else {
             return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
@@ -120,7 +131,8 @@ struct copy_path {
         std::shared_ptr<std::atomic<long>> in_flight = h.engine_->fallbacks_in_flight();
         in_flight->fetch_add(1);
         try {
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs) | tracker(in_flight));
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
+                               std::forward<Cxs>(cxs) | tracker(in_flight));
         } catch (...) {
             in_flight->fetch_sub(1);
             throw;
@@ -151,8 +163,10 @@ struct copy_path {
                 return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
             if ((cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback()) from = to = nullptr;
         }
-        if (!from || !to)
+        if (!from || !to) {
+            refuse_upcxx_crash(src, dst);
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+        }
         // The fast path: issued now, completed at the initiator's progress, notified through
         // upcxx::copy's own completion machinery (the remote completion serialised here, as
         // upcxx::copy serialises it).
@@ -164,6 +178,39 @@ struct copy_path {
         h.engine_->start(std::move(f), to, from, after);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
         return cx::returner(fl.here, false)();  // the flight completes only in progress, later
+    }
+
+    // UPC++ before 2021.3 (2020.10): its upcxx::copy between a raw T* (private host memory) and
+    // another rank's device memory crashes in its bounce-buffer path (or reads the bytes before
+    // they land). A copy that would take that path is refused here instead.
+    template <class S, class D>
+    static void refuse_upcxx_crash(const S &src, const D &dst) {
+#if UPCXX_VERSION < 20210300L
+        using src_end = copy_end<typename std::decay<S>::type>;
+        using dst_end = copy_end<typename std::decay<D>::type>;
+        if constexpr (src_end::known && dst_end::known && src_end::global != dst_end::global) {
+            bool remote_device = false;
+            int rank = -1;
+            if constexpr (src_end::global) {
+                rank = src.where();
+                remote_device = rank != upcxx::rank_me() && may_be_device(src);
+            } else {
+                rank = dst.where();
+                remote_device = rank != upcxx::rank_me() && may_be_device(dst);
+            }
+            if (remote_device)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    "nvshmem_heap::copy: this copy between a raw host T* and rank " +
+                                        std::to_string(rank) +
+                                        "'s device memory would be upcxx::copy, which crashes for it in UPC++ " +
+                                        UPCXX_EXTRA_NVSHMEM_STR_(UPCXX_VERSION) +
+                                        " (fixed in 2021.3.0): copy through a host global_ptr "
+                                        "(upcxx::new_array) instead, or use UPC++ 2021.3.0 or later",
+                                    nvshmem_errc::upcxx_unsupported);
+        }
+#else
+        (void)src, (void)dst;
+#endif
     }
 
     // The checks of every copy, in both modes.

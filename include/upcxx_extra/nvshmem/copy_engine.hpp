@@ -75,8 +75,8 @@ inline std::atomic<unsigned> &fork_generation_counter() noexcept {
     return generation;
 }
 inline unsigned watch_forks() noexcept {
-    static const int registered = ::pthread_atfork(
-        nullptr, nullptr, [] { fork_generation_counter().fetch_add(1, std::memory_order_relaxed); });
+    static const int registered =
+        ::pthread_atfork(nullptr, nullptr, [] { fork_generation_counter().fetch_add(1, std::memory_order_relaxed); });
     (void)registered;
     return fork_generation_counter().load(std::memory_order_relaxed);
 }
@@ -407,6 +407,7 @@ private:
         f.asked = ++asked_;
         return outcome_of(f.seq);
     }
+
 public:
     /// The host waits for every fast copy issued so far; their outcomes are known from here on
     /// (destroy(), before the progress that completes, and redoes, this persona's copies; a

@@ -27,7 +27,8 @@ enum class nvshmem_errc {
     nvshmem_init_failed,    ///< nvshmem_init(): NVSHMEM could not be initialised (status() NOT_INITIALIZED)
     nvshmem_in_use,         ///< nvshmem_finalize(): an nvshmem_heap is still active
     forked,                 ///< heap.copy in a fork() child of the process that made the heap (INVALID_ARGUMENT)
-    copies_in_flight,  ///< destroy(): upcxx::copy calls through the heap did not complete in time (INVALID_ARGUMENT)
+    copies_in_flight,   ///< destroy(): upcxx::copy calls through the heap did not complete in time (INVALID_ARGUMENT)
+    upcxx_unsupported,  ///< heap.copy would be an upcxx::copy this UPC++ release crashes on (INVALID_ARGUMENT)
 };
 
 /// An error of the C library, of a CUDA call, or of a collective step. status() is the C status

@@ -334,8 +334,8 @@ private:
         for (const peer_map &m : peer_maps_)
             if (a - m.lo < m.size)
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string("nvshmem_heap::copy: the ") + which +
-                                        " is a raw pointer into rank " + std::to_string(m.rank) +
+                                    std::string("nvshmem_heap::copy: the ") + which + " is a raw pointer into rank " +
+                                        std::to_string(m.rank) +
                                         "'s NVSHMEM heap as this process maps it (nvshmem_ptr; heap offset " +
                                         std::to_string(a - m.lo) +
                                         "); upcxx::copy reads a T* as this process's host memory: pass "
@@ -602,8 +602,8 @@ private:
         std::size_t size;
         int rank;
     };
-    std::vector<peer_map> peer_maps_;             // the peers' heaps as mapped here
-    std::uintptr_t maps_lo_ = 0, maps_hi_ = 0;    // their span (lo == hi: none)
+    std::vector<peer_map> peer_maps_;           // the peers' heaps as mapped here
+    std::uintptr_t maps_lo_ = 0, maps_hi_ = 0;  // their span (lo == hi: none)
     std::shared_ptr<detail::copy_engine> engine_;
 };
 

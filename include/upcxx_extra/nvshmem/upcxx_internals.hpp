@@ -132,8 +132,8 @@ auto prepare_remote_am(int rank, F &&f) -> decltype(prepare_deferred_am_master(r
 }
 /// Sends a prepared AM, to run at user level on the target's master persona.
 template <class Am>
-auto send_prepared_user(int rank, Am &am)
-    -> decltype(send_prepared_am_master(upcxx::progress_level::user, rank, std::move(am))) {
+auto send_prepared_user(int rank,
+                        Am &am) -> decltype(send_prepared_am_master(upcxx::progress_level::user, rank, std::move(am))) {
     return send_prepared_am_master(upcxx::progress_level::user, rank, std::move(am));
 }
 }  // namespace in_backend

@@ -138,11 +138,12 @@ void m2_drain() {
         std::lock_guard<std::mutex> lock(a.mu);
         queued = a.inbox.size();
     }
-    CHECK(err.empty() && took >= landing && queued == 3 && done.load() == 0,
-          "M2: drain() returned after %lld ms (the copies land after %lld ms), each copy's completion queued (%zu LPCs), "
-          "no completion run (%d ran)%s%s",
-          static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
-          static_cast<long long>(landing.count()), queued, done.load(), err.empty() ? "" : ": ", err.c_str());
+    CHECK(
+        err.empty() && took >= landing && queued == 3 && done.load() == 0,
+        "M2: drain() returned after %lld ms (the copies land after %lld ms), each copy's completion queued (%zu LPCs), "
+        "no completion run (%d ran)%s%s",
+        static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
+        static_cast<long long>(landing.count()), queued, done.load(), err.empty() ? "" : ": ", err.c_str());
     {
         upcxx::persona_scope s(a);
         a.progress();

@@ -19,13 +19,13 @@
 #include "standin_control.h"
 
 static int failures = 0;
-#define CHECK(c)                                                                                  \
-    do {                                                                                          \
-        if (!(c)) {                                                                               \
+#define CHECK(c)                                                                                     \
+    do {                                                                                             \
+        if (!(c)) {                                                                                  \
             std::printf("CHECK rank %d FAIL %s:%d: %s\n", upcxx::rank_me(), __FILE__, __LINE__, #c); \
-            std::fflush(stdout);                                                                  \
-            ++failures;                                                                           \
-        }                                                                                         \
+            std::fflush(stdout);                                                                     \
+            ++failures;                                                                              \
+        }                                                                                            \
     } while (0)
 
 int main(int argc, char **argv) {
@@ -122,7 +122,9 @@ int main(int argc, char **argv) {
     nvshmem_free(p);
     upcxx::extra::nvshmem_finalize();
     int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT heap_copy_smoke %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n, long(UPCXX_VERSION));
+    if (me == 0)
+        std::printf("RESULT heap_copy_smoke %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n,
+                    long(UPCXX_VERSION));
     upcxx::finalize();
     return total ? 1 : 0;
 }

@@ -20,12 +20,12 @@
 #include "standin_control.h"
 
 static int failures = 0;
-#define CHECK(c)                                                             \
-    do {                                                                     \
-        if (!(c)) {                                                          \
-            std::printf("CHECK FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);    \
-            ++failures;                                                      \
-        }                                                                    \
+#define CHECK(c)                                                           \
+    do {                                                                   \
+        if (!(c)) {                                                        \
+            std::printf("CHECK FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); \
+            ++failures;                                                    \
+        }                                                                  \
     } while (0)
 #define OK(e) CHECK((e) == cudaSuccess)
 
@@ -79,8 +79,10 @@ int main() {
     OK(cudaPointerGetAttributes(&attr, host.data()));
     CHECK(attr.type == cudaMemoryTypeUnregistered);
     int ordinal = -1;
-    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(a + 5)) == CUDA_SUCCESS && ordinal == 0);
-    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(host.data())) != CUDA_SUCCESS);
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(a + 5)) == CUDA_SUCCESS &&
+          ordinal == 0);
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CUdeviceptr(host.data())) !=
+          CUDA_SUCCESS);
     CUdeviceptr rb = 0;
     size_t rs = 0;
     CHECK(cuMemGetAddressRange(&rb, &rs, CUdeviceptr(b + 100)) == CUDA_SUCCESS && rb == CUdeviceptr(b) && rs == N);
@@ -179,8 +181,7 @@ int main() {
         std::thread([&] { cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, cudaStreamPerThread); }).join();
         OK(cudaDeviceSynchronize());
         CHECK(c[0] == 6 && c[N - 1] == 6);
-        for (int i = 0; i < 8; ++i)
-            std::thread([&] { cudaStreamSynchronize(cudaStreamPerThread); }).join();
+        for (int i = 0; i < 8; ++i) std::thread([&] { cudaStreamSynchronize(cudaStreamPerThread); }).join();
     }
 
     // Delay control: 0 makes copies land promptly.

@@ -9,12 +9,12 @@
 #include <vector>
 
 static int failures = 0;
-#define CHECK(c)                                                                                  \
-    do {                                                                                          \
-        if (!(c)) {                                                                               \
+#define CHECK(c)                                                                                     \
+    do {                                                                                             \
+        if (!(c)) {                                                                                  \
             std::printf("CHECK rank %d FAIL %s:%d: %s\n", upcxx::rank_me(), __FILE__, __LINE__, #c); \
-            ++failures;                                                                           \
-        }                                                                                         \
+            ++failures;                                                                              \
+        }                                                                                            \
     } while (0)
 
 static int got = 0;
@@ -100,7 +100,8 @@ int main() {
 #endif
     CHECK(cudaFree(base) == cudaSuccess);
     int total = upcxx::reduce_all(failures, upcxx::op_fast_add).wait();
-    if (me == 0) std::printf("RESULT upcxx_copy %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n, long(UPCXX_VERSION));
+    if (me == 0)
+        std::printf("RESULT upcxx_copy %s (%d ranks, UPC++ %ld)\n", total ? "FAIL" : "PASS", n, long(UPCXX_VERSION));
     upcxx::finalize();
     return total ? 1 : 0;
 }
