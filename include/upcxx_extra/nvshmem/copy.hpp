@@ -73,10 +73,10 @@ struct copy_path {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
-            // Host memory at both ends by type: upcxx::copy as written, after the few checks every
-            // copy gets (a usable heap, no raw pointer into a heap); UPC++ checks the rest.
-            if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
-            if (h.engine_->forked()) throw forked_error("nvshmem_heap::copy");
+            // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
+            // pointer into a heap is refused (one subtraction and compare for a pointer outside
+            // every heap). copy_after() first checks what waiting for a stream needs.
+            if (after.set) check_usable(h);
             if constexpr (!src_end::global) not_into_heap(h, src, "source");
             if constexpr (!dst_end::global) not_into_heap(h, dst, "destination");
             return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
@@ -213,11 +213,15 @@ struct copy_path {
 #endif
     }
 
-    // The checks of every copy, in both modes.
-    template <class S, class D>
-    static void check_common(const Heap &h, const S &src, const D &dst) {
+    // A heap that can copy here: active, and made in this process (not a fork() parent's).
+    static void check_usable(const Heap &h) {
         if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
         if (h.engine_->forked()) throw forked_error("nvshmem_heap::copy");
+    }
+    // The checks of every copy that may have a device end, in both modes.
+    template <class S, class D>
+    static void check_common(const Heap &h, const S &src, const D &dst) {
+        check_usable(h);
         if (!src || !dst)
             throw nvshmem_error(
                 UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
@@ -295,6 +299,7 @@ struct copy_path {
     template <class T>
     static void not_into_heap(const Heap &h, T *p, const char *which) {
         const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
+        if (a - h.raw_lo_ >= h.raw_span_) return;  // outside every heap (and any pointer once destroyed)
         const std::size_t off = a - h.info_.base;
         if (off < h.info_.reserved)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,

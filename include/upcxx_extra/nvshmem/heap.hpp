@@ -357,6 +357,13 @@ private:
             if (peer_maps_.size() == 1 || lo < maps_lo_) maps_lo_ = lo;
             maps_hi_ = std::max(maps_hi_, lo + all[r].reserved);
         }
+        std::uintptr_t lo = info_.base, hi = info_.base + info_.reserved;
+        if (maps_hi_ > maps_lo_) {
+            lo = std::min(lo, maps_lo_);
+            hi = std::max(hi, maps_hi_);
+        }
+        raw_lo_ = lo;
+        raw_span_ = hi - lo;
     }
 
     // Public-API mode: from_global_ptr with UPC++'s public global pointer operations only. The
@@ -542,6 +549,7 @@ private:
         rank_bases_.clear();
         peer_maps_.clear();
         maps_lo_ = maps_hi_ = 0;
+        raw_lo_ = raw_span_ = 0;
         newest_ = nullptr;
         n_ranks_ = 0;
         extent_ = 0;
@@ -577,6 +585,8 @@ private:
         peer_maps_ = std::move(o.peer_maps_);
         maps_lo_ = o.maps_lo_;
         maps_hi_ = o.maps_hi_;
+        raw_lo_ = o.raw_lo_;
+        raw_span_ = o.raw_span_;
         engine_ = std::move(o.engine_);
         o.active_ = false;
         o.extent_ = 0;
@@ -587,6 +597,7 @@ private:
         o.n_ranks_ = 0;
         o.peer_maps_.clear();
         o.maps_lo_ = o.maps_hi_ = 0;
+        o.raw_lo_ = o.raw_span_ = 0;
     }
 
     detail::rank_entry info_{};
@@ -604,6 +615,7 @@ private:
     };
     std::vector<peer_map> peer_maps_;           // the peers' heaps as mapped here
     std::uintptr_t maps_lo_ = 0, maps_hi_ = 0;  // their span (lo == hi: none)
+    std::uintptr_t raw_lo_ = 0, raw_span_ = 0;  // the span of this heap and the peers' mappings
     std::shared_ptr<detail::copy_engine> engine_;
 };
 
