@@ -81,6 +81,45 @@ inline unsigned watch_forks() noexcept {
     return fork_generation_counter().load(std::memory_order_relaxed);
 }
 
+/// Owns one CUDA handle (a stream, an event): it is destroyed with its owner, never in a fork()
+/// child of the process that made it (the parent's CUDA objects are not the child's). Moves
+/// transfer it; no copies.
+template <class H, cudaError_t (*Destroy)(H)>
+class cuda_owned {
+public:
+    cuda_owned() noexcept = default;
+    cuda_owned(cuda_owned &&o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+    cuda_owned &operator=(cuda_owned &&o) noexcept {
+        if (this != &o) {
+            reset();
+            h_ = o.h_;
+            o.h_ = nullptr;
+        }
+        return *this;
+    }
+    cuda_owned(const cuda_owned &) = delete;
+    cuda_owned &operator=(const cuda_owned &) = delete;
+    ~cuda_owned() { reset(); }
+
+    H get() const noexcept { return h_; }
+    explicit operator bool() const noexcept { return h_ != nullptr; }
+    /// Where CUDA's create call writes a new handle (the old one released first).
+    H *out() noexcept {
+        reset();
+        return &h_;
+    }
+    void reset() noexcept {
+        if (h_ && fork_generation_counter().load(std::memory_order_relaxed) == generation_) (void)Destroy(h_);
+        h_ = nullptr;
+    }
+
+private:
+    H h_ = nullptr;
+    unsigned generation_ = fork_generation_counter().load(std::memory_order_relaxed);
+};
+using cuda_event = cuda_owned<cudaEvent_t, &cudaEventDestroy>;
+using cuda_stream = cuda_owned<cudaStream_t, &cudaStreamDestroy>;
+
 /// The error of every heap call in a fork() child of the process that made the heap.
 inline nvshmem_error forked_error(const char *fn) {
     return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
@@ -199,12 +238,10 @@ public:
         released_ = true;
         if (forked() || !stream_) return std::string();  // the parent's CUDA objects are not this process's
         device_scope on(device_);
-        const cudaError_t e = cudaStreamSynchronize(stream_);
+        const cudaError_t e = cudaStreamSynchronize(stream_.get());
         settle_all(e);
-        for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
-        events_.clear();
-        cudaStreamDestroy(stream_);
-        stream_ = nullptr;
+        events_.clear();  // their owners destroy them, then the stream's
+        stream_.reset();
         std::size_t unredone = 0;
         for (const failure &f : failures_) unredone += static_cast<std::size_t>(f.last - f.first + 1 - f.redone);
         std::string why;
@@ -228,7 +265,7 @@ public:
 private:
     // Marks: every copy up to `through` landed once `event` completed.
     struct mark {
-        cudaEvent_t event;
+        cuda_event event;
         std::uint64_t through;
     };
     // Copies first..last (landed) that CUDA reported `error` for; `redone` of them were redone.
@@ -249,8 +286,8 @@ private:
         cudaError_t e = cudaSuccess;
         if (!stream_) {
             device_scope on(device_);
-            e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-            if (e != cudaSuccess) stream_ = nullptr;
+            e = cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking);
+            if (e != cudaSuccess) *stream_.out() = nullptr;
         }
         if (e == cudaSuccess && order.set) e = order_after(order.stream);
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
@@ -258,7 +295,7 @@ private:
 #endif
         if (e == cudaSuccess && !f.injected_failure) {
             device_scope on(device_);
-            e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_);
+            e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_.get());
         }
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
@@ -275,11 +312,11 @@ private:
     // the marks that completed; when none covers `seq`, records one after every copy issued.
     cudaError_t outcome_of(std::uint64_t seq) {
         while (seq > landed_ && !marks_.empty()) {
-            const cudaError_t e = cudaEventQuery(marks_.front().event);
+            const cudaError_t e = cudaEventQuery(marks_.front().event.get());
             if (e == cudaErrorNotReady) break;
             if (e != cudaSuccess) (void)cudaGetLastError();
             settle_through(marks_.front().through, e);
-            events_.push_back(marks_.front().event);
+            events_.push_back(std::move(marks_.front().event));
             marks_.pop_front();
         }
         if (seq <= landed_) return failed_in(seq);
@@ -291,20 +328,20 @@ private:
     // the host waits for the stream instead (the copies are issued: they complete regardless).
     void record_mark() {
         device_scope on(device_);
-        cudaEvent_t ev = nullptr;
+        cuda_event ev;
         if (!events_.empty()) {
-            ev = events_.back();
+            ev = std::move(events_.back());
             events_.pop_back();
         }
-        cudaError_t e = ev ? cudaSuccess : cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventRecord(ev, stream_);
+        cudaError_t e = ev ? cudaSuccess : cudaEventCreateWithFlags(ev.out(), cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(ev.get(), stream_.get());
         if (e == cudaSuccess) {
-            marks_.push_back(mark{ev, issued_});
+            marks_.push_back(mark{std::move(ev), issued_});
             return;
         }
-        (void)cudaGetLastError();
-        if (ev) cudaEventDestroy(ev);  // its state is unknown: not back to the pool
-        settle_all(cudaStreamSynchronize(stream_));
+        (void)cudaGetLastError();  // `ev`'s state is unknown: destroyed here, not back to the pool
+        ev.reset();
+        settle_all(cudaStreamSynchronize(stream_.get()));
     }
 
     // Under mu_: every copy up to `through` is over, with `e` for those not over before (and
@@ -324,7 +361,7 @@ private:
     }
     // Under mu_: the stream was waited for with outcome `e`: every copy issued is over.
     void settle_all(cudaError_t e) {
-        for (const mark &m : marks_) events_.push_back(m.event);
+        for (mark &m : marks_) events_.push_back(std::move(m.event));
         marks_.clear();
         settle_through(issued_, e);
     }
@@ -345,28 +382,22 @@ private:
     // waits across devices). A created stream of another device cannot take the event: then it
     // is recorded on the heap's device, and if that fails too the host waits for `after`.
     cudaError_t order_after(cudaStream_t after) {
-        cudaEvent_t ev = nullptr;
-        cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventRecord(ev, after);
+        cuda_event ev;  // destroyed on return: CUDA releases it once the wait is satisfied
+        cudaError_t e = cudaEventCreateWithFlags(ev.out(), cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventRecord(ev.get(), after);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            if (ev) cudaEventDestroy(ev);
-            ev = nullptr;
+            ev.reset();
             device_scope on(device_);
-            e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-            if (e == cudaSuccess) e = cudaEventRecord(ev, after);
+            e = cudaEventCreateWithFlags(ev.out(), cudaEventDisableTiming);
+            if (e == cudaSuccess) e = cudaEventRecord(ev.get(), after);
             if (e != cudaSuccess) {
                 (void)cudaGetLastError();
-                if (ev) cudaEventDestroy(ev);
                 return cudaStreamSynchronize(after);
             }
         }
-        {
-            device_scope on(device_);
-            e = cudaStreamWaitEvent(stream_, ev, 0);
-        }
-        cudaEventDestroy(ev);  // released once the wait is satisfied
-        return e;
+        device_scope on(device_);
+        return cudaStreamWaitEvent(stream_.get(), ev.get(), 0);
     }
 
     static std::string describe(const flight &f) {
@@ -416,7 +447,7 @@ public:
         std::lock_guard<std::mutex> lock(mu_);
         if (released_ || !stream_) return;
         device_scope on(device_);
-        settle_all(cudaStreamSynchronize(stream_));
+        settle_all(cudaStreamSynchronize(stream_.get()));
     }
 
 private:
@@ -445,13 +476,13 @@ private:
     const bool force_fallback_;
 
     const unsigned generation_ = watch_forks();
-    cudaStream_t stream_ = nullptr;
+    cuda_stream stream_;
     std::uint64_t issued_ = 0;             // copies issued on the stream (the last one's seq)
     std::uint64_t landed_ = 0;             // every copy up to this seq is over
     std::deque<mark> marks_;               // recorded, oldest first, not yet seen complete
     std::vector<failure> failures_;        // landed copies CUDA reported an error for
     std::vector<std::uint64_t> injected_;  // test hook: copies to report failed when they land
-    std::vector<cudaEvent_t> events_;      // reused: creating one costs microseconds
+    std::vector<cuda_event> events_;       // reused: creating one costs microseconds
     std::string error_;                    // the first fast copy that failed after it was issued
     std::uint64_t asked_ = 0;              // how many times a completion asked CUDA (outcome())
     bool released_ = false;                // drain() released the stream and the events
