@@ -989,7 +989,8 @@ static void f3_other_device(unsigned char *a, unsigned char *b) {
     check("F3.other_device", quiet, "no copy failed later");
     path_is("F3.path", c0, mapped ? copies : 0, mapped ? 0 : copies, "copies with another device current");
     // copy_after(0, ...) with the other device current: after the work on THAT device's legacy
-    // default stream (a host function that sleeps, then writes the host source).
+    // default stream (a host function that sleeps, then writes the host source), into this
+    // rank's own heap.
     {
         static std::vector<unsigned char> host_src;
         host_src.assign(small, 0);
@@ -1007,14 +1008,14 @@ static void f3_other_device(unsigned char *a, unsigned char *b) {
             nullptr);
         bool ok = false;
         try {
-            ok = wait_for(heap.copy_after(0, host_src.data(), gb_next, small), 60);
+            ok = wait_for(heap.copy_after(0, host_src.data(), heap.to_global_ptr(b), small), 60);
         } catch (const std::exception &e) {
             check("F3.copy_after_legacy", false, "copy_after(0, ...): %s", e.what());
         }
         cudaDeviceSynchronize();
         cudaSetDevice(gpu);
         barrier();
-        const long wrong = count_wrong(b, small, prev, salt);
+        const long wrong = count_wrong(b, small, me, salt);
         check("F3.copy_after_legacy", ok && wrong == 0,
               "copy_after(0, ...) with device %d current (heap's %d): ordered after that device's legacy stream (%ld "
               "wrong bytes)",
