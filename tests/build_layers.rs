@@ -4,7 +4,10 @@
 //! name anything; the binaries (`src/bin/`) use the rlib, above all of it. A planted upward
 //! import checks that the test can fail.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::rust_files;
+use std::path::Path;
 
 /// The layers, bottom first. A module not listed here fails the test (give it a layer).
 const LAYERS: &[&[&str]] = &[
@@ -127,17 +130,6 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
         }
     }
     bad
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 #[test]

@@ -5,7 +5,10 @@
 //! Rust source under `src/` with comments and string literals removed; a planted violation
 //! checks that the scan can fail.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::rust_files;
+use std::path::Path;
 
 /// (owner file, what only it may write). Matched against code with comments and the contents of
 /// string literals removed (`"C"` of `extern "C"` is kept).
@@ -120,17 +123,6 @@ fn violations(files: &[(String, String)]) -> Vec<String> {
         }
     }
     bad
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 fn sources() -> Vec<(String, String)> {

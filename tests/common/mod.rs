@@ -68,3 +68,16 @@ pub fn release_of(root: &std::path::Path) -> String {
     }
     root.display().to_string()
 }
+
+/// Every `.rs` file below `dir`, recursively (the source checks of `build_layers` and
+/// `build_owners`).
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
