@@ -26,7 +26,7 @@
 //                    mode (fast, or public-API: UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1 forces it)
 //   backend.hpp      the UPC++ release and the mode, chosen once (allocator API, what a global
 //                    pointer is, upcxx::copy's completion machinery)
-//   copy_engine.hpp  the fast copies: stream, events, lanes completed on the initiating persona
+//   copy_engine.hpp  the fast copies: stream, events, one completion LPC per copy on its persona
 //   copy.hpp         one heap.copy: arguments, where each end is, the path, its notifications
 //   heap.hpp         nvshmem_heap
 //   init.hpp         nvshmem_init() / nvshmem_finalize(): NVSHMEM bootstrapped by UPC++
