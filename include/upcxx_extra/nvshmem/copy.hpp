@@ -2,16 +2,19 @@
 // Part of <upcxx_extra/nvshmem.hpp>.
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// dispatch() checks the arguments, finds where each end is (reach: heap memory mapped here, this
-// rank's own device memory, host memory this process reaches, or none of these) and picks the
-// path: a fast copy (the copy engine, copy_engine.hpp) when one end is heap memory mapped here
-// and the other is reachable, else upcxx::copy with the arguments unchanged. A fast copy is a
-// fast_flight: upcxx::copy's own completion state for the completions asked for, the remote
-// completion bound by value, and what it takes to redo the copy through upcxx::copy should CUDA
-// fail it. Nothing is formatted or allocated for a copy that succeeds but the flight itself.
-// In the public-API mode (backend.hpp: upcxx_backend::fast false) every copy is upcxx::copy with
-// the caller's arguments, after the checks that need no UPC++ internal (the heap is active, no
-// null pointer, no overflowing size, no raw T* into the heap), counted as a fallback.
+// dispatch() sends a copy with host memory at both ends by type to upcxx::copy unchanged (only a
+// raw pointer into a heap is refused). Any other copy is checked, and 0 elements go to upcxx::copy
+// unchanged; then dispatch finds where each end is (reach: heap memory mapped here, this rank's
+// own device memory, host memory this process reaches, or none of these) and picks the path: a
+// fast copy (the copy engine, copy_engine.hpp) when one end is heap memory mapped here and the
+// other is reachable; upcxx::copy unchanged when no end is in the heap; else upcxx::copy tracked
+// by one more completion (an LPC on the master persona that destroy() waits for). A fast copy is
+// a fast_flight: upcxx::copy's own completion state for the completions asked for, the remote
+// completion serialised into a deferred AM, and what it takes to redo the copy through
+// upcxx::copy should CUDA fail it. Nothing is formatted or allocated for a copy that succeeds but
+// the flight itself. In the public-API mode (backend.hpp: upcxx_backend::fast false) every copy
+// with an end that may be device memory is upcxx::copy with the caller's arguments, tracked,
+// after the checks that need no UPC++ internal, and counted as a fallback.
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_HPP
 
