@@ -50,7 +50,7 @@ struct copy_path {
     static constexpr bool may_be_device_type() {
         using e = copy_end<typename std::decay<P>::type>;
         if constexpr (e::known && e::global)
-            return copy_end<typename std::decay<P>::type>::kind != upcxx::memory_kind::host;
+            return e::kind != upcxx::memory_kind::host;
         else
             return !e::known;
     }
@@ -95,14 +95,12 @@ struct copy_path {
         if constexpr (sizeof...(C) == 0) {
             if constexpr (!internals::cx_known<internals::default_cxs_t>) {
                 check_public(h, src, dst, n);
-                refuse_upcxx_crash(src, dst);
                 return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
             } else {
                 return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, backend::default_cx());
             }
         } else if constexpr (!(internals::cx_known<C> && ...)) {  // the public-API mode (or a form not known)
             check_public(h, src, dst, n);
-            refuse_upcxx_crash(src, dst);
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         } else {
             return dispatch_fast(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
@@ -125,10 +123,12 @@ struct copy_path {
     }
 
     // upcxx::copy with the caller's arguments, after `after` (the host waits for it), counted and
-    // tracked until its operation completes: destroy() waits for it before the segment goes.
+    // tracked until its operation completes: destroy() waits for it before the segment goes. A
+    // copy this UPC++ release's upcxx::copy crashes on is refused first.
     template <class S, class D, class Cxs>
     static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
+        refuse_upcxx_crash(src, dst);
         h.engine_->count_fallback();
         if (after.set) wait_for(after.stream);
         std::shared_ptr<std::atomic<long>> in_flight = h.engine_->fallbacks_in_flight();
@@ -152,7 +152,6 @@ struct copy_path {
         void *from = nullptr, *to = nullptr;
         std::size_t bytes = 0;
         int rank_s = -1, rank_d = -1;
-        bool heap_end = true;
         if constexpr (src_end::known && dst_end::known) {
             using T = typename dst_end::element;
             cx::template assert_sane<T>();
@@ -161,15 +160,12 @@ struct copy_path {
             // past extent() is an error.
             const bool heap_s = reach(h, src, bytes, "source", from, rank_s);
             const bool heap_d = reach(h, dst, bytes, "destination", to, rank_d);
-            heap_end = heap_s || heap_d;
-            if (!heap_end)  // no end in the heap: upcxx::copy as the caller wrote it
+            if (!(heap_s || heap_d))  // no end in the heap: upcxx::copy as the caller wrote it
                 return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
             if ((cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback()) from = to = nullptr;
         }
-        if (!from || !to) {
-            refuse_upcxx_crash(src, dst);
+        if (!from || !to)
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
-        }
         // The fast path: issued now, completed at the initiator's progress, notified through
         // upcxx::copy's own completion machinery (the remote completion serialised here, as
         // upcxx::copy serialises it).
@@ -310,7 +306,7 @@ struct copy_path {
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
                                     "); upcxx::copy reads a T* as this process's host memory: pass "
                                     "heap.to_global_ptr(p) instead");
-        if (a - h.maps_lo_ < h.maps_hi_ - h.maps_lo_) h.not_a_peer_mapping(a, which);
+        h.not_a_peer_mapping(a, which);
     }
     // Public-API mode: a device global pointer into the heap keeps [p, p + bytes) inside extent()
     // (UPC++'s opt codemode; nothing checked in its debug codemode, see check_public).

@@ -328,8 +328,8 @@ private:
     }
     std::size_t n_ranks() const noexcept { return n_ranks_; }
 
-    // A raw pointer `a` inside [maps_lo_, maps_hi_), the span of the peers' heaps as NVSHMEM
-    // maps them in this process: an error when it is inside one of them (copy.hpp).
+    // A raw pointer `a` inside the span of the heaps mapped here: an error when it is inside a
+    // peer's heap as NVSHMEM maps it in this process (copy.hpp).
     void not_a_peer_mapping(std::uintptr_t a, const char *which) const {
         for (const peer_map &m : peer_maps_)
             if (a - m.lo < m.size)
@@ -344,7 +344,7 @@ private:
     // The peers' heaps as NVSHMEM maps them here (nvshmem_ptr of each base; none without P2P).
     void map_peers(const std::vector<detail::rank_entry> &all) {
         peer_maps_.clear();
-        maps_lo_ = maps_hi_ = 0;
+        std::uintptr_t lo = info_.base, hi = info_.base + info_.reserved;
         for (std::size_t r = 0; r < all.size(); r++) {
             if (static_cast<int>(r) == upcxx::rank_me()) continue;
             void *local = nullptr;
@@ -352,15 +352,10 @@ private:
                                               &local, nullptr, nullptr) != UPCXX_EXTRA_NVSHMEM_STATUS_OK ||
                 !local)
                 continue;
-            const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(local);
-            peer_maps_.push_back(peer_map{lo, all[r].reserved, static_cast<int>(r)});
-            if (peer_maps_.size() == 1 || lo < maps_lo_) maps_lo_ = lo;
-            maps_hi_ = std::max(maps_hi_, lo + all[r].reserved);
-        }
-        std::uintptr_t lo = info_.base, hi = info_.base + info_.reserved;
-        if (maps_hi_ > maps_lo_) {
-            lo = std::min(lo, maps_lo_);
-            hi = std::max(hi, maps_hi_);
+            const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(local);
+            peer_maps_.push_back(peer_map{at, all[r].reserved, static_cast<int>(r)});
+            lo = std::min(lo, at);
+            hi = std::max(hi, at + all[r].reserved);
         }
         raw_lo_ = lo;
         raw_span_ = hi - lo;
@@ -548,7 +543,6 @@ private:
         bases_.clear();
         rank_bases_.clear();
         peer_maps_.clear();
-        maps_lo_ = maps_hi_ = 0;
         raw_lo_ = raw_span_ = 0;
         newest_ = nullptr;
         n_ranks_ = 0;
@@ -583,8 +577,6 @@ private:
         newest_ = o.newest_;  // the moved vector keeps its storage
         n_ranks_ = o.n_ranks_;
         peer_maps_ = std::move(o.peer_maps_);
-        maps_lo_ = o.maps_lo_;
-        maps_hi_ = o.maps_hi_;
         raw_lo_ = o.raw_lo_;
         raw_span_ = o.raw_span_;
         engine_ = std::move(o.engine_);
@@ -596,7 +588,6 @@ private:
         o.newest_ = nullptr;
         o.n_ranks_ = 0;
         o.peer_maps_.clear();
-        o.maps_lo_ = o.maps_hi_ = 0;
         o.raw_lo_ = o.raw_span_ = 0;
     }
 
@@ -614,7 +605,6 @@ private:
         int rank;
     };
     std::vector<peer_map> peer_maps_;           // the peers' heaps as mapped here
-    std::uintptr_t maps_lo_ = 0, maps_hi_ = 0;  // their span (lo == hi: none)
     std::uintptr_t raw_lo_ = 0, raw_span_ = 0;  // the span of this heap and the peers' mappings
     std::shared_ptr<detail::copy_engine> engine_;
 };
