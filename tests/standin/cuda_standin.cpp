@@ -351,129 +351,62 @@ bool device_free(void *p) {
     return true;
 }
 
+// The names and messages of the errors the stand-in returns (one row each).
+template <class E>
+struct error_text {
+    E code;
+    const char *name, *text;
+};
+const error_text<cudaError_t> rt_errors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error (stand-in: injected copy failure)"},
+};
+const error_text<CUresult> drv_errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available (stand-in: no PTX)"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error (stand-in: injected copy failure)"},
+};
+template <class E, std::size_t N>
+const error_text<E> *find_error(const error_text<E> (&table)[N], E e) {
+    for (const error_text<E> &t : table)
+        if (t.code == e) return &t;
+    return nullptr;
+}
 const char *rt_name(cudaError_t e) {
-    switch (e) {
-        case cudaSuccess:
-            return "cudaSuccess";
-        case cudaErrorInvalidValue:
-            return "cudaErrorInvalidValue";
-        case cudaErrorMemoryAllocation:
-            return "cudaErrorMemoryAllocation";
-        case cudaErrorInitializationError:
-            return "cudaErrorInitializationError";
-        case cudaErrorInvalidDevice:
-            return "cudaErrorInvalidDevice";
-        case cudaErrorInvalidResourceHandle:
-            return "cudaErrorInvalidResourceHandle";
-        case cudaErrorNotReady:
-            return "cudaErrorNotReady";
-        case cudaErrorNoDevice:
-            return "cudaErrorNoDevice";
-        case cudaErrorInvalidDevicePointer:
-            return "cudaErrorInvalidDevicePointer";
-        case cudaErrorInvalidMemcpyDirection:
-            return "cudaErrorInvalidMemcpyDirection";
-        case cudaErrorNotSupported:
-            return "cudaErrorNotSupported";
-        case cudaErrorUnknown:
-            return "cudaErrorUnknown";
-        default:
-            return "cudaErrorStandinOther";
-    }
+    const auto *t = find_error(rt_errors, e);
+    return t ? t->name : "cudaErrorStandinOther";
 }
 const char *rt_string(cudaError_t e) {
-    switch (e) {
-        case cudaSuccess:
-            return "no error";
-        case cudaErrorInvalidValue:
-            return "invalid argument";
-        case cudaErrorMemoryAllocation:
-            return "out of memory";
-        case cudaErrorInitializationError:
-            return "initialization error";
-        case cudaErrorInvalidDevice:
-            return "invalid device ordinal";
-        case cudaErrorInvalidResourceHandle:
-            return "invalid resource handle";
-        case cudaErrorNotReady:
-            return "device not ready";
-        case cudaErrorNoDevice:
-            return "no CUDA-capable device is detected";
-        case cudaErrorInvalidDevicePointer:
-            return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection:
-            return "invalid copy direction for memcpy";
-        case cudaErrorNotSupported:
-            return "operation not supported";
-        case cudaErrorUnknown:
-            return "unknown error (stand-in: injected copy failure)";
-        default:
-            return "error (stand-in)";
-    }
+    const auto *t = find_error(rt_errors, e);
+    return t ? t->text : "error (stand-in)";
 }
 const char *drv_name(CUresult r) {
-    switch (r) {
-        case CUDA_SUCCESS:
-            return "CUDA_SUCCESS";
-        case CUDA_ERROR_INVALID_VALUE:
-            return "CUDA_ERROR_INVALID_VALUE";
-        case CUDA_ERROR_OUT_OF_MEMORY:
-            return "CUDA_ERROR_OUT_OF_MEMORY";
-        case CUDA_ERROR_NOT_INITIALIZED:
-            return "CUDA_ERROR_NOT_INITIALIZED";
-        case CUDA_ERROR_NO_DEVICE:
-            return "CUDA_ERROR_NO_DEVICE";
-        case CUDA_ERROR_INVALID_DEVICE:
-            return "CUDA_ERROR_INVALID_DEVICE";
-        case CUDA_ERROR_INVALID_CONTEXT:
-            return "CUDA_ERROR_INVALID_CONTEXT";
-        case CUDA_ERROR_NO_BINARY_FOR_GPU:
-            return "CUDA_ERROR_NO_BINARY_FOR_GPU";
-        case CUDA_ERROR_INVALID_HANDLE:
-            return "CUDA_ERROR_INVALID_HANDLE";
-        case CUDA_ERROR_NOT_FOUND:
-            return "CUDA_ERROR_NOT_FOUND";
-        case CUDA_ERROR_NOT_READY:
-            return "CUDA_ERROR_NOT_READY";
-        case CUDA_ERROR_NOT_SUPPORTED:
-            return "CUDA_ERROR_NOT_SUPPORTED";
-        case CUDA_ERROR_UNKNOWN:
-            return "CUDA_ERROR_UNKNOWN";
-        default:
-            return nullptr;
-    }
+    const auto *t = find_error(drv_errors, r);
+    return t ? t->name : nullptr;
 }
 const char *drv_string(CUresult r) {
-    switch (r) {
-        case CUDA_SUCCESS:
-            return "no error";
-        case CUDA_ERROR_INVALID_VALUE:
-            return "invalid argument";
-        case CUDA_ERROR_OUT_OF_MEMORY:
-            return "out of memory";
-        case CUDA_ERROR_NOT_INITIALIZED:
-            return "initialization error";
-        case CUDA_ERROR_NO_DEVICE:
-            return "no CUDA-capable device is detected";
-        case CUDA_ERROR_INVALID_DEVICE:
-            return "invalid device ordinal";
-        case CUDA_ERROR_INVALID_CONTEXT:
-            return "invalid device context";
-        case CUDA_ERROR_NO_BINARY_FOR_GPU:
-            return "no kernel image is available (stand-in: no PTX)";
-        case CUDA_ERROR_INVALID_HANDLE:
-            return "invalid resource handle";
-        case CUDA_ERROR_NOT_FOUND:
-            return "named symbol not found";
-        case CUDA_ERROR_NOT_READY:
-            return "device not ready";
-        case CUDA_ERROR_NOT_SUPPORTED:
-            return "operation not supported";
-        case CUDA_ERROR_UNKNOWN:
-            return "unknown error (stand-in: injected copy failure)";
-        default:
-            return nullptr;
-    }
+    const auto *t = find_error(drv_errors, r);
+    return t ? t->text : nullptr;
 }
 CUresult to_drv(cudaError_t e) {
     switch (e) {
