@@ -20,7 +20,7 @@ UXN_RUST_MIN=1.85
 UXN_RUSTUP_URL="${UXN_RUSTUP_URL:-https://sh.rustup.rs}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
-# The environment of every GPU run (gpu/*.sh; one node): NVLS off, Open MPI allowed as root,
+# The environment of every GPU run (scripts/gpu-*.sh; one node): NVLS off, Open MPI allowed as root,
 # NVSHMEM's unique-id bootstrap on loopback and UPC++'s shared heap for the smp runs (both
 # overridable).
 uxn_gpu_env() {
@@ -159,7 +159,7 @@ uxn_nvshmem_version() {
     awk '{printf "%s.", $2}' | sed 's/\.$//'
 }
 
-# The prologue of the GPU scripts (gpu/run-gpu-tests.sh, run-microbench.sh):
+# The prologue of the GPU scripts (scripts/gpu-tests.sh, gpu-microbench.sh):
 # prints the machine, lays out the UPC++ releases of UPCXX_DIR in OUTDIR/upcxx (exports CUDA_HOME
 # as setup.sh found it) and sets `homes` to the NVSHMEM installs to test: the machine's pip wheel,
 # then each UXN_NVSHMEM_TARBALLS (.tar.xz of lib/ + include/) unpacked in OUTDIR.

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Tables (markdown) and a plot of UPC++'s GPU microbenchmark on NVSHMEM's heap
-(tests/cxx/bench/gpu_microbenchmark.cpp, run by gpu/run-microbench.sh): its four variants side by
+(tests/cxx/bench/gpu_microbenchmark.cpp, run by scripts/gpu-microbench.sh): its four variants side by
 side, from ONE run.
 
     python3 scripts/plot-microbench.py CSV [--png OUT.png] [--title "machine, UPC++ x, NVSHMEM y"]
 
-CSV is gpu/run-microbench.sh's OUTDIR/microbench-<release>.csv, or any text holding the
+CSV is scripts/gpu-microbench.sh's OUTDIR/microbench-<release>.csv, or any text holding the
 benchmark's own "CSV,..." lines (a log): variant,upcxx,pattern,test,column,bytes,window,trials,
 unit,value,note. Prints to stdout:
   1. the issue's targets as ratios measured in the run (heap.copy against NVSHMEM's baseline and

@@ -1,4 +1,4 @@
-//! Deterministic edge-case call sequences from the C ABI fuzzer (`fuzz/fuzz_targets/c_abi.rs`),
+//! Deterministic edge-case call sequences from the C ABI fuzzer (`tests/fuzz/fuzz_targets/c_abi.rs`),
 //! driven through the exported functions exactly as C calls them, with the exact statuses the
 //! fuzzer's shadow model expects. NVSHMEM is never loaded in this process (discovery answers
 //! NOT_LOADED).

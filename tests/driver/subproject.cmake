@@ -1,4 +1,4 @@
-# One CMake project of the repository (c_tests, tests/cxx, ...) as a step of the test suite:
+# One CMake project of the repository (tests/c, tests/cxx, ...) as a step of the test suite:
 #   cmake -DSRC=<dir> -DBIN=<dir> [-DOPTIONS=<a|b>] [-DTARGETS=<t|u>] [-DJOBS=N] [-DCTEST_ARGS=<a|b>]
 #         -DMODE=build|test -P subproject.cmake
 # build: configure (OPTIONS: -D... arguments) and build (TARGETS, else all) from a fresh BIN;

@@ -3,7 +3,7 @@
  * all (they copy their arguments into the results), built as their own shared library so that a
  * call to them goes through the PLT like a call into libupcxx_extra_nvshmem does. Whatever a
  * C ABI translation costs beyond these is the translation; what these cost, no out-of-line
- * implementation can avoid. Used by bench_translate and gpu/heap_check.cu; not a test. */
+ * implementation can avoid. Used by bench_translate and tests/c/heap_check.cu; not a test. */
 #include "upcxx_extra_nvshmem.h"
 
 __attribute__((visibility("default"))) enum upcxx_extra_nvshmem_status_t uxn_bench_floor_to_global_ptr(

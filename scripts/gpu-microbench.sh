@@ -12,7 +12,7 @@
 # each variant's log, and, with python3, OUTDIR/microbench-<release>.md (the table of
 # scripts/plot-microbench.py) and .png (when matplotlib is there).
 #   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir with setup.sh + UPC++ tarballs> \
-#   gpu/run-microbench.sh OUTDIR
+#   scripts/gpu-microbench.sh OUTDIR
 # Knobs: UXN_RELEASES (default 2023.9.0; "2020.10.0 2023.9.0" for both: 2020.10 has no remote_cx
 # on copy, those tables say NA), UXN_MB_VARIANTS (default "nvshmem heap_copy upcxx_heap
 # upcxx_own"), UXN_MB_ARGS (the benchmark's arguments, default below: 8 B to 4 MiB doubling plus
@@ -23,7 +23,7 @@
 # of the wall time; UXN_MB_VARIANTS="nvshmem heap_copy" runs only the fast ones.
 # Exit status 0 when every variant ran to SUCCESS.
 set -u
-OUTDIR=${1:?usage: gpu/run-microbench.sh OUTDIR}
+OUTDIR=${1:?usage: scripts/gpu-microbench.sh OUTDIR}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

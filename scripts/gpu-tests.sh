@@ -6,7 +6,7 @@
 #   - NVSHMEM: the machine's pip wheel (python3's nvidia.nvshmem), then each UXN_NVSHMEM_TARBALLS
 #     (.tar.xz of lib/ + include/);
 #   - nvcc on PATH, the GPUs' compute capability (CUDA_ARCH, e.g. 90) and count (nvidia-smi).
-#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir> gpu/run-gpu-tests.sh OUTDIR [ctest args...]
+#   UXN_PREFIX=<install prefix of this library> UXN_UPCXX_DIR=<dir> scripts/gpu-tests.sh OUTDIR [ctest args...]
 # ctest arguments narrow the run, e.g. -R 'cxx.2023.9.0' or -LE bench (UXN_SUBPROJECT_CTEST_ARGS, e.g.
 # "-R bench", narrows the projects' own ctest runs too). UXN_BASELINE_PREFIX (another
 # install of this library) adds the BENCH rounds against it (label bench; with UXN_BASELINE_SRC,
@@ -17,7 +17,7 @@
 # OUTDIR/<nvshmem>/suite/Testing/Temporary/LastTest.log holds every test's output; OUTDIR/summary.txt
 # ctest's summaries. UXN_PREFIX defaults to the quickstart's ./install.
 set -u
-OUTDIR=${1:?usage: gpu/run-gpu-tests.sh OUTDIR [ctest args...]}
+OUTDIR=${1:?usage: scripts/gpu-tests.sh OUTDIR [ctest args...]}
 shift
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)

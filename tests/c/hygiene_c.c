@@ -1,5 +1,5 @@
 /* Header hygiene: the public C header compiles alone, twice, as strict C11 with -Wall -Wextra
- * -Werror (built as an object library by c_tests/CMakeLists.txt). */
+ * -Werror (built as an object library by tests/c/CMakeLists.txt). */
 #include "upcxx_extra_nvshmem.h"
 #include "upcxx_extra_nvshmem.h"
 

@@ -3,16 +3,16 @@
 //! reachable at the paths they have in the library (`error`, `heap`, `table::translation`, ...).
 //! No stand-ins.
 
-#[path = "../../src/error.rs"]
+#[path = "../../../src/error.rs"]
 pub mod error;
 
-#[path = "../../src/heap.rs"]
+#[path = "../../../src/heap.rs"]
 pub mod heap;
 
-#[path = "../../src/table/peers.rs"]
+#[path = "../../../src/table/peers.rs"]
 pub mod peers;
 
-#[path = "../../src/table/translation.rs"]
+#[path = "../../../src/table/translation.rs"]
 pub mod translation;
 
 pub mod table {

@@ -8,7 +8,7 @@
 //! caught). `local_ptr`'s one read (translation, range and PE together) comes from one table,
 //! which two separate reads do not.
 //!
-//!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path loom/Cargo.toml
+//!   RUSTFLAGS="--cfg loom" cargo test --release --manifest-path tests/loom/Cargo.toml
 //!
 //! With `--cfg uxn_loom_bug` src/table/translation.rs frees each snapshot as soon as it is replaced, while a
 //! reader may still be translating from it: `replace_reusing_the_pool` must then fail, and does.

@@ -1,4 +1,4 @@
-// GPU suite for upcxx-extra-nvshmem (built and run by c_tests/ with UXN_GPU_TESTS=ON: gpu/run-gpu-tests.sh).
+// GPU suite for upcxx-extra-nvshmem (built and run by tests/c/ with UXN_GPU_TESTS=ON: scripts/gpu-tests.sh).
 //
 // Usage: mpirun -np 2 ./heap_check <mpi|uid> [--expect-validation-failure]
 // Each check prints "CHECK <pe> <name>: PASS|FAIL <detail>"; the exit status is the number of
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "upcxx_extra_nvshmem.h"
-#include "bench_floor.h" /* c_tests/bench_floor.h: the call floor */
+#include "bench_floor.h" /* tests/c/bench_floor.h: the call floor */
 
 static int g_fail = 0, g_pe = -1;
 #define CHECK(cond, name, ...)                                         \
@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
             pes[i] = rand() % npes;
             offs[i] = (size_t)(rand() % N) * sizeof(int);
         }
-        // Also the call floor (c_tests/bench_floor.c: same signatures, no translation, its own
+        // Also the call floor (tests/c/bench_floor.c: same signatures, no translation, its own
         // shared library): what any out-of-line C ABI call costs in this loop.
         double t_ptr[REPS], t_to[REPS], t_from[REPS], t_fto[REPS], t_ffrom[REPS];
         uintptr_t sink = 0;

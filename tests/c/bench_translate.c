@@ -12,7 +12,7 @@
  * Each row also times the call floor (bench_floor.c: a function of the same signature in another
  * shared library that translates nothing), the least any out-of-line C ABI call can cost in this
  * loop. The same-run comparison with host nvshmem_ptr() on a real NVSHMEM heap is the timing
- * section of gpu/heap_check.cu (NVSHMEM 3.x's headers and nvshmem_init need nvcc, not a C
+ * section of tests/c/heap_check.cu (NVSHMEM 3.x's headers and nvshmem_init need nvcc, not a C
  * compiler). Not a ctest. */
 #include <inttypes.h>
 #include <stdint.h>
