@@ -1,8 +1,10 @@
 // GPU suite for upcxx-extra-nvshmem (built and run by tests/c/ with UXN_GPU_TESTS=ON: scripts/gpu-tests.sh).
 //
 // Usage: mpirun -np 2 ./heap_check <mpi|uid> [--expect-validation-failure]
-// Each check prints "CHECK <pe> <name>: PASS|FAIL <detail>"; the exit status is the number of
-// failures (capped). Nothing here is faked: it runs real NVSHMEM on real GPUs.
+// Checks with the C tests' CHECK (uxn_test.h: a failing check prints "[rank R] file:line:
+// CHECK(cond) failed: <name>: <detail>"); rank 0 ends with "heap_check ...: N ranks, C checks,
+// F failures: passed|FAILED", and the exit status is 0 or 1. Nothing here is faked: it runs real
+// NVSHMEM on real GPUs.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nvshmem.h>
@@ -15,19 +17,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "upcxx_extra_nvshmem.h"
+#include "uxn_test.h"    /* the C tests' CHECK, failure count and summary (with upcxx_extra_nvshmem.h) */
 #include "bench_floor.h" /* tests/c/bench_floor.h: the call floor */
 
-static int g_fail = 0, g_pe = -1;
-#define CHECK(cond, name, ...)                                         \
-    do {                                                               \
-        bool ok_ = (cond);                                             \
-        printf("CHECK %d %s: %s ", g_pe, name, ok_ ? "PASS" : "FAIL"); \
-        printf(__VA_ARGS__);                                           \
-        printf("\n");                                                  \
-        fflush(stdout);                                                \
-        if (!ok_) g_fail++;                                            \
-    } while (0)
 #define CUDA_OK(x)                                                                          \
     do {                                                                                    \
         cudaError_t e_ = (x);                                                               \
@@ -77,15 +69,14 @@ static uintptr_t time_from(const std::vector<void *> &bufs, const std::vector<si
 static void print_heap(const char *what, const upcxx_extra_nvshmem_heap_info_t &h) {
     printf(
         "INFO %d %s: base=%p size=%zu (%.1f GiB) mapped=%zu (%.1f MiB) pe=%d/%d device=%d nvshmem=%d.%d.%d source=%d\n",
-        g_pe, what, h.base, h.size, h.size / 1073741824.0, h.mapped_size, h.mapped_size / 1048576.0, h.my_pe, h.n_pes,
-        h.device, h.version_major, h.version_minor, h.version_patch, (int)h.source);
+        uxn_rank, what, h.base, h.size, h.size / 1073741824.0, h.mapped_size, h.mapped_size / 1048576.0, h.my_pe,
+        h.n_pes, h.device, h.version_major, h.version_minor, h.version_patch, (int)h.source);
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
-    int rank, nranks, ndev;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    uxn_init(&argc, &argv);
+    const int rank = uxn_rank, nranks = uxn_size;
+    int ndev;
     CUDA_OK(cudaGetDeviceCount(&ndev));
     CUDA_OK(cudaSetDevice(rank % ndev));
     const char *mode = argc > 1 ? argv[1] : "mpi";
@@ -93,26 +84,26 @@ int main(int argc, char **argv) {
     // UXN_EXPECT_STRIPPED=1: the NVSHMEM library loaded is a stripped copy (no .symtab), so only
     // the public route (step 3) can serve.
     bool stripped = getenv("UXN_EXPECT_STRIPPED") != NULL;
-    g_pe = rank;
 
     // --- Before nvshmem_init: statuses, never a crash (nvshmem_ptr itself crashes here on 3.4.5).
     upcxx_extra_nvshmem_heap_info_t h;
     upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_heap_query(&h);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "before-init heap_query", "-> %d (%s) %s", s, st(s),
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "before-init heap_query: -> %d (%s) %s", s, st(s),
           upcxx_extra_nvshmem_last_error());
     size_t off = 0;
     int probe = 0;
     s = upcxx_extra_nvshmem_offset(&probe, &off);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "before-init offset (translation never discovers)",
-          "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "before-init offset (translation never discovers): -> %d (%s)",
+          s, st(s));
     upcxx_extra_nvshmem_location_t loc;
     s = upcxx_extra_nvshmem_locate(UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, &loc);
     CHECK(stripped ? s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE
                    : s == UPCXX_EXTRA_NVSHMEM_STATUS_OK && loc.symbol_size >= 72 &&
                          (loc.version_field == 0 || loc.version_field == 0x10000u + loc.symbol_size),
-          "before-init locate symtab (version field is 0 until nvshmem_init)",
-          "-> %d library=%s address=%p st_size=%zu version=0x%x", s, s == 0 ? loc.library : "-",
-          s == 0 ? loc.address : NULL, s == 0 ? loc.symbol_size : 0, s == 0 ? loc.version_field : 0);
+          "before-init locate symtab (version field is 0 until nvshmem_init): -> %d library=%s address=%p st_size=%zu "
+          "version=0x%x",
+          s, s == 0 ? loc.library : "-", s == 0 ? loc.address : NULL, s == 0 ? loc.symbol_size : 0,
+          s == 0 ? loc.version_field : 0);
 
     // --- Init: MPI bootstrap or unique-id bootstrap.
     nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
@@ -128,34 +119,32 @@ int main(int argc, char **argv) {
         nvshmemx_init_attr(NVSHMEMX_INIT_WITH_MPI_COMM, &attr);
     }
     int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
-    g_pe = me;
     printf("INFO %d bootstrap=%s npes=%d VMM=%s\n", me, mode, npes, getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on");
 
     if (expect_validation_failure) {
         s = upcxx_extra_nvshmem_heap_query(&h);
-        CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED, "forced wrong heap_base offset is refused",
-              "-> %d (%s) %s", s, st(s), upcxx_extra_nvshmem_last_error());
+        CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED,
+              "forced wrong heap_base offset is refused: -> %d (%s) %s", s, st(s), upcxx_extra_nvshmem_last_error());
         nvshmem_finalize();
-        MPI_Finalize();
-        return g_fail > 100 ? 100 : g_fail;
+        return uxn_finish("heap_check --expect-validation-failure");
     }
 
     // --- After init the version field is set and must match the symbol's size.
     s = upcxx_extra_nvshmem_locate(UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, &loc);
     if (!stripped)
         CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_OK && loc.version_field == 0x10000u + loc.symbol_size,
-              "after-init locate symtab: version == 0x10000 + st_size", "-> %d st_size=%zu version=0x%x", s,
+              "after-init locate symtab: version == 0x10000 + st_size: -> %d st_size=%zu version=0x%x", s,
               s == 0 ? loc.symbol_size : 0, s == 0 ? loc.version_field : 0);
 
     // --- Between init and the first nvshmem_malloc.
     s = upcxx_extra_nvshmem_heap_query(&h);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_OK, "after-init heap_query (auto)", "-> %d %s source=%d", s,
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_OK, "after-init heap_query (auto): -> %d %s source=%d", s,
           s ? upcxx_extra_nvshmem_last_error() : "", (int)h.source);
 
     // --- Each resolution step alone.
     s = upcxx_extra_nvshmem_select_source(UPCXX_EXTRA_NVSHMEM_SOURCE_DLSYM);
     s = upcxx_extra_nvshmem_heap_query(&h);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE, "step 1 dlsym unavailable (LOCAL symbol)", "-> %d %s", s,
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE, "step 1 dlsym unavailable (LOCAL symbol): -> %d %s", s,
           upcxx_extra_nvshmem_last_error());
     upcxx_extra_nvshmem_heap_info_t by_step[2];
     const int steps[2] = {UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB, UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE};
@@ -164,28 +153,30 @@ int main(int argc, char **argv) {
         upcxx_extra_nvshmem_select_source(steps[i]);
         if (stripped && i == 0) {
             s = upcxx_extra_nvshmem_heap_query(&by_step[0]);
-            CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE, "step 2 symtab unavailable on a stripped library",
-                  "-> %d %s", s, upcxx_extra_nvshmem_last_error());
+            CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_STEP_UNAVAILABLE,
+                  "step 2 symtab unavailable on a stripped library: -> %d %s", s, upcxx_extra_nvshmem_last_error());
             continue;
         }
         s = upcxx_extra_nvshmem_heap_query(&by_step[i]);
         CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_OK && (int)by_step[i].source == steps[i] && by_step[i].my_pe == me &&
                   by_step[i].n_pes == npes,
-              names[i], "finds the heap and passes validation -> %d %s", s, s ? upcxx_extra_nvshmem_last_error() : "");
+              "%s: finds the heap and passes validation -> %d %s", names[i], s,
+              s ? upcxx_extra_nvshmem_last_error() : "");
         if (s == 0) print_heap(names[i], by_step[i]);
     }
     if (stripped) by_step[0] = by_step[1];
-    CHECK(by_step[0].base == by_step[1].base && by_step[0].size == by_step[1].size, "steps 2 and 3 agree",
-          "base %p/%p size %zu/%zu", by_step[0].base, by_step[1].base, by_step[0].size, by_step[1].size);
+    CHECK(by_step[0].base == by_step[1].base && by_step[0].size == by_step[1].size,
+          "steps 2 and 3 agree: base %p/%p size %zu/%zu", by_step[0].base, by_step[1].base, by_step[0].size,
+          by_step[1].size);
     upcxx_extra_nvshmem_select_source(UPCXX_EXTRA_NVSHMEM_SOURCE_NONE);
     s = upcxx_extra_nvshmem_heap_query(&h);
     print_heap("auto", h);
     CHECK(
         s == 0 && (int)h.source == (stripped ? UPCXX_EXTRA_NVSHMEM_SOURCE_CUMODULE : UPCXX_EXTRA_NVSHMEM_SOURCE_SYMTAB),
-        "auto resolution picks the expected step", "source %d", (int)h.source);
+        "auto resolution picks the expected step: source %d", (int)h.source);
     CHECK(nvshmem_ptr(h.base, me) == h.base && nvshmem_ptr((char *)h.base - 1, me) == NULL &&
               nvshmem_ptr((char *)h.base + h.size - 1, me) != NULL && nvshmem_ptr((char *)h.base + h.size, me) == NULL,
-          "oracle nvshmem_ptr agrees on the heap bounds", "[%p, %p)", h.base, (char *)h.base + h.size);
+          "oracle nvshmem_ptr agrees on the heap bounds: [%p, %p)", h.base, (char *)h.base + h.size);
 
     // --- Translation against real symmetric allocations.
     const int N = 1 << 20;
@@ -205,18 +196,18 @@ int main(int argc, char **argv) {
 
     // Table from NVSHMEM itself (peer_heap_base_remote), identity PE->rank.
     s = upcxx_extra_nvshmem_set_peers_from_nvshmem(NULL);
-    CHECK(s == 0, "set_peers_from_nvshmem", "-> %d %s", s, s ? upcxx_extra_nvshmem_last_error() : "");
+    CHECK(s == 0, "set_peers_from_nvshmem: -> %d %s", s, s ? upcxx_extra_nvshmem_last_error() : "");
     int peer = (me + 1) % npes;
     for (int p = 0; p < npes; p++) {
         upcxx_extra_nvshmem_gptr_t g;
         s = upcxx_extra_nvshmem_to_global_ptr(buf + 12345, p, &g);
         bool ok = s == 0 && g.rank == p && g.raw == (void *)((int *)bufs[p] + 12345);
-        CHECK(ok, "to_global_ptr matches the peer's own address", "pe %d -> rank %d raw %p (peer's own %p)", p, g.rank,
+        CHECK(ok, "to_global_ptr matches the peer's own address: pe %d -> rank %d raw %p (peer's own %p)", p, g.rank,
               g.raw, (void *)((int *)bufs[p] + 12345));
         void *back = NULL;
         int back_pe = -1;
         s = upcxx_extra_nvshmem_from_global_ptr(g.rank, g.raw, &back, &back_pe);
-        CHECK(s == 0 && back == buf + 12345 && back_pe == p, "from_global_ptr round trip", "rank %d raw %p -> %p pe %d",
+        CHECK(s == 0 && back == buf + 12345 && back_pe == p, "from_global_ptr round trip: rank %d raw %p -> %p pe %d",
               g.rank, g.raw, back, back_pe);
         void *p2p = nvshmem_ptr(buf + 12345, p);
         printf("INFO %d nvshmem_ptr(buf+12345, %d) = %p (local mapping; NULL when not P2P)\n", me, p, p2p);
@@ -228,13 +219,13 @@ int main(int argc, char **argv) {
         peers[p].base = bases[p];
     }
     s = upcxx_extra_nvshmem_set_peers(npes, peers.data());
-    CHECK(s == 0, "set_peers (shuffled ranks, MPI-exchanged bases)", "-> %d %s", s,
+    CHECK(s == 0, "set_peers (shuffled ranks, MPI-exchanged bases): -> %d %s", s,
           s ? upcxx_extra_nvshmem_last_error() : "");
     {
         upcxx_extra_nvshmem_gptr_t g;
         s = upcxx_extra_nvshmem_to_global_ptr(dst + 7, peer, &g);
         CHECK(s == 0 && g.rank == (peer + 1) % npes && g.raw == (void *)((int *)bufs[peer] - buf + dst + 7),
-              "shuffled to_global_ptr", "pe %d -> rank %d raw %p", peer, g.rank, g.raw);
+              "shuffled to_global_ptr: pe %d -> rank %d raw %p", peer, g.rank, g.raw);
     }
 
     // nvshmem_int_p to the peer; the peer reads it back through the raw address we translated.
@@ -251,8 +242,9 @@ int main(int argc, char **argv) {
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     int got = -1;
     CUDA_OK(cudaMemcpy(&got, raw_for_me, sizeof(int), cudaMemcpyDeviceToHost));
-    CHECK(got == 1000 + from && raw_for_me == dst + 4242, "nvshmem_int_p value read back through translated raw",
-          "raw %p from PE %d holds %d (expected %d)", raw_for_me, from, got, 1000 + from);
+    CHECK(got == 1000 + from && raw_for_me == dst + 4242,
+          "nvshmem_int_p value read back through translated raw: raw %p from PE %d holds %d (expected %d)", raw_for_me,
+          from, got, 1000 + from);
 
     // mapped_size grows after a 3 GiB nvshmem_malloc (VMM heaps grow on demand).
     s = upcxx_extra_nvshmem_heap_query(&h);
@@ -262,12 +254,12 @@ int main(int argc, char **argv) {
     size_t after = h.mapped_size;
     bool vmm = !getenv("NVSHMEM_DISABLE_CUDA_VMM");
     CHECK(big != NULL && (vmm ? after >= before + ((size_t)3 << 30) : after == h.size),
-          "mapped_size after 3 GiB malloc", "before %zu MiB, after %zu MiB (reserved %zu MiB, VMM %s)", before >> 20,
+          "mapped_size after 3 GiB malloc: before %zu MiB, after %zu MiB (reserved %zu MiB, VMM %s)", before >> 20,
           after >> 20, h.size >> 20, vmm ? "on" : "off");
     {
         upcxx_extra_nvshmem_gptr_t gb;
         s = upcxx_extra_nvshmem_to_global_ptr((char *)big + ((size_t)3 << 30) - 1, peer, &gb);
-        CHECK(s == 0, "translate last byte of the 3 GiB block", "-> %d raw %p", s, gb.raw);
+        CHECK(s == 0, "translate last byte of the 3 GiB block: -> %d raw %p", s, gb.raw);
     }
 
     // Same-run timing: host nvshmem_ptr vs to_global_ptr / from_global_ptr (real table, real heap,
@@ -325,18 +317,15 @@ int main(int argc, char **argv) {
 
     // --- After nvshmem_finalize: statuses, never a crash.
     s = upcxx_extra_nvshmem_heap_query(&h);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize heap_query", "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize heap_query: -> %d (%s)", s, st(s));
     s = upcxx_extra_nvshmem_to_global_ptr(buf, peer, &g);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "after-finalize to_global_ptr", "-> %d (%s)", s, st(s));
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "after-finalize to_global_ptr: -> %d (%s)", s, st(s));
     s = upcxx_extra_nvshmem_set_peers_from_nvshmem(NULL);
-    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize set_peers_from_nvshmem", "-> %d (%s)", s,
+    CHECK(s == UPCXX_EXTRA_NVSHMEM_STATUS_NOT_INITIALIZED, "after-finalize set_peers_from_nvshmem: -> %d (%s)", s,
           st(s));
 
-    int total = 0;
-    MPI_Allreduce(&g_fail, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (me == 0)
-        printf("SUMMARY bootstrap=%s VMM=%s failures=%d\n", mode, getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on",
-               total);
-    MPI_Finalize();
-    return total > 100 ? 100 : total;
+    char summary[96];
+    snprintf(summary, sizeof summary, "heap_check bootstrap=%s VMM=%s", mode,
+             getenv("NVSHMEM_DISABLE_CUDA_VMM") ? "off" : "on");
+    return uxn_finish(summary);
 }

@@ -1,7 +1,9 @@
-/* Shared helpers of the C tests of upcxx-extra-nvshmem.
+/* Shared helpers of the C tests of upcxx-extra-nvshmem, and their one CHECK format (CHECK,
+ * EXPECT_STATUS, EXPECT_LAST_ERROR, uxn_finish): the C ABI's tests from C and CUDA use it, the GPU
+ * one (heap_check.cu) included; the C++ layer's tests have tests/cxx/check.hpp.
  *
- * No GPU anywhere: the "symmetric heap" every test attaches with upcxx_extra_nvshmem_attach is a
- * plain malloc'd HOST buffer standing in for NVSHMEM's device heap. The library only does address
+ * No GPU in test_*.c: the "symmetric heap" every test attaches with upcxx_extra_nvshmem_attach is
+ * a plain malloc'd HOST buffer standing in for NVSHMEM's device heap. The library only does address
  * arithmetic on it, so host memory exercises exactly the same code. Each MPI rank mallocs its own
  * buffer and uses it from a rank-dependent offset, so the heap bases differ from rank to rank
  * even when malloc happens to return the same address in every process. */
