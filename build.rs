@@ -5,11 +5,11 @@ fn main() {
     let crate_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("upcxx_extra_nvshmem.h");
     println!("cargo:rerun-if-changed=src");
-    // The shared library's soname carries the major version (0 until 1.0: the minor).
-    let major = std::env::var("CARGO_PKG_VERSION_MAJOR").unwrap();
-    let minor = std::env::var("CARGO_PKG_VERSION_MINOR").unwrap();
-    let abi = if major == "0" { format!("0.{minor}") } else { major };
+    // The shared library's soname carries the C ABI's version, read from the one place it is
+    // written (Cargo.toml, which CMakeLists.txt reads for the install's names too).
+    let abi = abi_version(&crate_dir);
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libupcxx_extra_nvshmem.so.{abi}");
+    println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=UPCXX_EXTRA_NVSHMEM_BLESS");
     let mut config = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).expect("cbindgen.toml");
@@ -52,4 +52,22 @@ fn main() {
     if std::env::var_os("UPCXX_EXTRA_NVSHMEM_BLESS").is_some() {
         std::fs::copy(&out, format!("{crate_dir}/include/upcxx_extra_nvshmem.h")).expect("bless header");
     }
+}
+
+/// The C ABI's version: the line `abi = "..."` of Cargo.toml (`[package.metadata.upcxx-extra-nvshmem]`;
+/// CMakeLists.txt reads the same line). The package's version must lie within it (0.1 holds 0.1.x).
+fn abi_version(crate_dir: &str) -> String {
+    let manifest = std::fs::read_to_string(format!("{crate_dir}/Cargo.toml")).expect("read Cargo.toml");
+    let abi = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("abi")?.trim_start().strip_prefix('=')?.trim().strip_prefix('"')?.strip_suffix('"'))
+        .expect("Cargo.toml: no `abi = \"...\"` in [package.metadata.upcxx-extra-nvshmem]")
+        .to_string();
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap();
+    assert!(
+        version.starts_with(&format!("{abi}.")),
+        "Cargo.toml: version {version} is not within the ABI version {abi} ([package.metadata.upcxx-extra-nvshmem] abi): \
+         change abi with the version"
+    );
+    abi
 }

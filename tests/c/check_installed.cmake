@@ -1,14 +1,19 @@
-# cmake -DPREFIX=<prefix> -DLIBDIR=<libdir> -DVERSION=x.y.z -P check_installed.cmake
+# cmake -DPREFIX=<prefix> -DLIBDIR=<libdir> -DVERSION=x.y.z -DSONAME=<the package's> -P check_installed.cmake
 # The installed layout: the real library, its soname and link-time symlinks, the doctor, the
-# header, pkg-config file; no build-machine path in the package config.
-string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _ "${VERSION}")
-if(CMAKE_MATCH_1 STREQUAL "0")
-  set(abi "0.${CMAKE_MATCH_2}")
-else()
-  set(abi "${CMAKE_MATCH_1}")
-endif()
+# header, pkg-config file; no build-machine path in the package config. The ABI version is the
+# package's soname's (Cargo.toml's `abi`, the one place it is written), and holds VERSION.
 set(real "${LIBDIR}/libupcxx_extra_nvshmem.so.${VERSION}")
 set(errors "")
+if(SONAME MATCHES "^libupcxx_extra_nvshmem\\.so\\.([0-9.]+)$")
+  set(abi "${CMAKE_MATCH_1}")
+  string(FIND "${VERSION}" "${abi}." at)
+  if(NOT at EQUAL 0)
+    list(APPEND errors "the package's soname ${SONAME} does not hold its version ${VERSION}")
+  endif()
+else()
+  set(abi "?")
+  list(APPEND errors "the package's soname is '${SONAME}', not libupcxx_extra_nvshmem.so.<ABI version>")
+endif()
 if(NOT EXISTS "${real}" OR IS_SYMLINK "${real}")
   list(APPEND errors "${real} is missing or a symlink")
 endif()
