@@ -121,6 +121,16 @@ typedef enum upcxx_extra_nvshmem_source_t {
 } upcxx_extra_nvshmem_source_t;
 
 /**
+ * The limits of `upcxx_extra_nvshmem_copy_batch` (C: `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX`).
+ */
+typedef enum upcxx_extra_nvshmem_copy_batch_t {
+  /**
+   * The most copies one call moves.
+   */
+  UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX = 128,
+} upcxx_extra_nvshmem_copy_batch_t;
+
+/**
  * A description of the local symmetric heap.
  */
 typedef struct upcxx_extra_nvshmem_heap_info_t {
@@ -262,6 +272,25 @@ typedef struct upcxx_extra_nvshmem_nvshmem_info_t {
 typedef struct upcxx_extra_nvshmem_uniqueid_t {
   uint8_t bytes[128];
 } upcxx_extra_nvshmem_uniqueid_t;
+
+/**
+ * One copy of a batch (`upcxx_extra_nvshmem_copy_batch`): `bytes` from `src` to `dst`, both
+ * device memory this process maps (its own, or a peer's heap through NVSHMEM's P2P mapping).
+ */
+typedef struct upcxx_extra_nvshmem_copy_desc_t {
+  /**
+   * First byte read.
+   */
+  const void *src;
+  /**
+   * First byte written.
+   */
+  void *dst;
+  /**
+   * Bytes copied (0: nothing).
+   */
+  size_t bytes;
+} upcxx_extra_nvshmem_copy_desc_t;
 
 #ifdef __cplusplus
 extern "C" {
@@ -557,6 +586,26 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_pe_map(int n_ranks,
                                                                    const int *pe_of_rank,
                                                                    const int *n_pes_of_rank,
                                                                    int *failed_rank);
+
+/**
+ * Enqueues `count` copies (1 to `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX`) on CUDA stream `stream` of
+ * device `device` as one kernel launch: ordered after the work queued on `stream` so far, before
+ * what is queued after; the copies of one batch run concurrently (their ranges must not overlap
+ * each other's destinations). The library's kernel is JIT-compiled for the GPU by the driver at
+ * the first call in each context (CUDA 12.0 or later). `stream` is a `cudaStream_t` of `device`
+ * (NULL: its legacy default stream). The C++ layer's `nvshmem_heap::copy` batches its small copies
+ * through this; a C program may call it too.
+ *
+ * Statuses: OK (enqueued; CUDA reports the copies' outcome on the stream, as for a
+ * `cudaMemcpyAsync`); NULL_ARGUMENT (`copies`, or an end of a copy with `bytes` > 0);
+ * INVALID_ARGUMENT (`count` 0 or above the maximum); CUDA_ERROR (no driver, the device's
+ * context, or loading or launching the kernel failed: nothing was enqueued). The last error
+ * names the device and the failing driver call. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_copy_batch(int device,
+                                                                 void *stream,
+                                                                 const struct upcxx_extra_nvshmem_copy_desc_t *copies,
+                                                                 size_t count);
 
 #ifdef __cplusplus
 }  // extern "C"

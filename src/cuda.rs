@@ -145,3 +145,131 @@ impl Drop for Module {
         }
     }
 }
+
+/// The kernel of the batched copies (`cuda/batch_copy.cu`, its PTX made by
+/// `scripts/gen-batch-ptx.sh`): JIT-compiled by the driver once per context.
+const BATCH_PTX: &str = include_str!("cuda/batch_copy.ptx");
+/// The most copies one launch moves: the kernel's parameter is this many descriptors (3 KiB,
+/// within every CUDA release's 4 KiB parameter limit).
+pub const BATCH_MAX: usize = 128;
+/// Threads per block of the batch kernel; each block moves 16 bytes per thread per step.
+const BATCH_THREADS: u32 = 256;
+/// A descriptor's bytes per block of the x dimension (4 steps of 16 bytes per thread), and the
+/// most blocks one descriptor gets.
+const BATCH_BYTES_PER_BLOCK: usize = BATCH_THREADS as usize * 16 * 4;
+const BATCH_MAX_BLOCKS: usize = 64;
+
+/// One copy of a batch: `bytes` from device address `src` to device address `dst`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchCopy {
+    pub src: usize,
+    pub dst: usize,
+    pub bytes: usize,
+}
+
+/// The batch kernel loaded into one context.
+struct BatchKernel {
+    ctx: usize,
+    _module: Module,
+    function: sys::CUfunction,
+}
+// SAFETY: a CUfunction may be launched from any thread of its context's process.
+#[allow(unsafe_code)]
+unsafe impl Send for BatchKernel {}
+
+/// The contexts the kernel was loaded into (a process has one per GPU it uses).
+static BATCH_KERNELS: std::sync::Mutex<Vec<BatchKernel>> = std::sync::Mutex::new(Vec::new());
+
+/// Makes `device`'s primary context (the CUDA runtime's) current while it lives, unless the
+/// current context is already one of `device`.
+struct OnDevice {
+    pushed: bool,
+}
+impl OnDevice {
+    #[allow(unsafe_code)]
+    fn enter(device: i32) -> Result<(OnDevice, usize), String> {
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one pointer.
+        check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
+        if !ctx.is_null() {
+            let mut dev: sys::CUdevice = -1;
+            // SAFETY: writes one int.
+            if unsafe { sys::cuCtxGetDevice(&mut dev) } == sys::CUresult::CUDA_SUCCESS && dev == device {
+                return Ok((OnDevice { pushed: false }, ctx as usize));
+            }
+        }
+        let mut cu_dev: sys::CUdevice = 0;
+        // SAFETY: writes one int.
+        check(unsafe { sys::cuDeviceGet(&mut cu_dev, device) }, "cuDeviceGet")?;
+        // SAFETY: writes one pointer; the primary context stays retained for the process.
+        check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) }, "cuDevicePrimaryCtxRetain")?;
+        // SAFETY: a context this process retained.
+        check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
+        Ok((OnDevice { pushed: true }, ctx as usize))
+    }
+}
+impl Drop for OnDevice {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        if self.pushed {
+            let mut ctx: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: pops the context enter() pushed.
+            unsafe { sys::cuCtxPopCurrent_v2(&mut ctx) };
+        }
+    }
+}
+
+/// Enqueues every copy of `copies` (at most [`BATCH_MAX`], each between device addresses this
+/// process maps) on `stream` of `device` as one kernel launch, after the work queued there so far.
+/// On an error nothing was enqueued.
+#[allow(unsafe_code)]
+pub fn copy_batch(device: i32, stream: usize, copies: &[BatchCopy]) -> Result<(), String> {
+    need_driver()?;
+    if copies.is_empty() || copies.len() > BATCH_MAX {
+        return Err(format!("a batch holds 1 to {BATCH_MAX} copies, not {}", copies.len()));
+    }
+    let (_on, ctx) = OnDevice::enter(device)?;
+    let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    let function = match kernels.iter().find(|k| k.ctx == ctx) {
+        Some(k) => k.function,
+        None => {
+            let module = Module::load_ptx(BATCH_PTX)?;
+            let mut function: sys::CUfunction = std::ptr::null_mut();
+            // SAFETY: a module just loaded and a NUL-terminated name.
+            check(
+                unsafe { sys::cuModuleGetFunction(&mut function, module.0, c"uxn_copy_batch".as_ptr()) },
+                "cuModuleGetFunction(uxn_copy_batch)",
+            )?;
+            kernels.push(BatchKernel { ctx, _module: module, function });
+            function
+        }
+    };
+    let mut param = [BatchCopy::default(); BATCH_MAX];
+    param[..copies.len()].copy_from_slice(copies);
+    let largest = copies.iter().map(|c| c.bytes).max().unwrap_or(0);
+    let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
+    let mut args = [param.as_mut_ptr() as *mut c_void];
+    // SAFETY: the kernel takes one parameter of BATCH_MAX descriptors, which `args[0]` points to
+    // (the driver copies it at the launch); `stream` is a stream of this context.
+    let r = unsafe {
+        sys::cuLaunchKernel(
+            function,
+            blocks,
+            copies.len() as u32,
+            1,
+            BATCH_THREADS,
+            1,
+            1,
+            0,
+            stream as sys::CUstream,
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        // The context may have been reset (its modules with it): load again next time.
+        kernels.retain(|k| k.ctx != ctx);
+    }
+    check(r, "cuLaunchKernel(uxn_copy_batch)")
+}

@@ -261,3 +261,30 @@ impl Drop for GuardedPeers {
         unsafe { libc::munmap(self.map, self.len) };
     }
 }
+
+/// `copy_batch` refuses what no launch could take before it touches CUDA; in this process there
+/// is no GPU context (no driver, or one with no current context for device 99), so a well-formed
+/// batch is CUDA_ERROR naming the device. Launches themselves run on the CUDA stand-in
+/// (tests/cxx over tests/standin) and on GPUs.
+#[test]
+fn copy_batch_checks_its_arguments() {
+    let _g = serial();
+    let (mut a, mut b) = ([1u8; 8], [0u8; 8]);
+    let one = CopyDesc { src: a.as_mut_ptr() as *const c_void, dst: b.as_mut_ptr() as *mut c_void, bytes: 8 };
+    let null = std::ptr::null_mut();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(0, null, std::ptr::null(), 1) }, Status::NullArgument);
+    assert!(last().contains("copies is NULL"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(0, null, &one, 0) }, Status::InvalidArgument);
+    let max = CopyBatch::Max as usize;
+    let many = vec![one; max + 1];
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(0, null, many.as_ptr(), max + 1) }, Status::InvalidArgument);
+    assert!(last().contains(&format!("count is {}", max + 1)) && last().contains(&format!("1 to {max}")), "{}", last());
+    let holes = [one, CopyDesc { src: std::ptr::null(), dst: b.as_mut_ptr() as *mut c_void, bytes: 4 }];
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(0, null, holes.as_ptr(), 2) }, Status::NullArgument);
+    assert!(last().contains("copies[1] has a NULL end and 4 bytes"), "{}", last());
+    // A NULL end of 0 bytes is no copy: accepted, so the call reaches CUDA, which is absent here.
+    let empty = [CopyDesc { src: std::ptr::null(), dst: std::ptr::null_mut(), bytes: 0 }];
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(99, null, empty.as_ptr(), 1) }, Status::CudaError);
+    assert!(last().contains("device 99"), "{}", last());
+    assert_eq!(b, [0u8; 8], "nothing was copied");
+}

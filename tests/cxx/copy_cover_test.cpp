@@ -68,7 +68,9 @@
 //   - the path each copy took is checked with heap.copies(): fast exactly when both ends are
 //     NVSHMEM heap memory mapped in this process (nvshmem_ptr != NULL), or one end is that and the
 //     other this rank's own UPC++ device memory; with UPCXX_EXTRA_NVSHMEM_COPY=upcxx never; a
-//     copy with no end in the heap is upcxx::copy untouched and counted in neither path;
+//     copy with no end in the heap is upcxx::copy untouched and counted in neither path; a fast
+//     copy is counted batched exactly when both ends are heap memory mapped here and it is at
+//     most the batch limit (none with UPCXX_EXTRA_NVSHMEM_COPY=unbatched);
 //   - UPC++ 2020.10: upcxx::copy has no remote_cx there (it does not compile), so no as_rpc and no
 //     remote-completion-only steps;
 //   - bounded waits (a FAIL line, never a hang), RESULT lines, exit status 1 on a failure and 77
@@ -175,6 +177,18 @@ static bool reached(const buf_t &b) { return heap_here(b) || own_device(b) || ho
 static bool expect_fast(const buf_t &a, const buf_t &b) {
     if (forced_fallback()) return false;
     return (heap_here(a) && reached(b)) || (reached(a) && heap_here(b));
+}
+// The largest fast copy batched (docs/copy.md): 0 with UPCXX_EXTRA_NVSHMEM_COPY=unbatched, else
+// UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES or the default.
+static std::size_t batch_limit() {
+    const char *k = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+    if (k && std::string(k) == "unbatched") return 0;
+    const char *b = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES");
+    return b ? std::strtoull(b, nullptr, 10) : upcxx::extra::detail::copy_policy::default_batch_bytes;
+}
+// A fast copy is batched when both ends are heap memory mapped here and it is small enough.
+static bool expect_batched(const buf_t &a, const buf_t &b, std::size_t bytes) {
+    return expect_fast(a, b) && heap_here(a) && heap_here(b) && bytes <= batch_limit();
 }
 // A copy between private host memory and `b`.
 static bool expect_fast_private(const buf_t &b) { return !forced_fallback() && heap_here(b); }
@@ -625,6 +639,7 @@ int main(int argc, char *argv[]) {
 
         uint64_t step = 0;
         long copies_fast_expected = 0, copies_fast_seen = 0, copies_total = 0, rc_timeouts = 0;
+        long copies_batched_expected = 0, copies_batched_seen = 0;
         for (int round = 0; round < iters; round++) {
 #if UPCXX_THREADMODE
             persona p;
@@ -677,6 +692,7 @@ int main(int argc, char *argv[]) {
                         priv_dst[count] = 0;
                         const auto c0 = heap.copies();
                         const bool fast_AB = expect_fast(bufs[A], bufs[B]);
+                        const bool batched_AB = expect_batched(bufs[A], bufs[B], count * sizeof(val_t));
                         long copies_here = counted(bufs[A]) + (counted(bufs[A]) || counted(bufs[B])) + counted(bufs[B]);
                         // private -> A, A -> B, B -> private, and the kill copies (private -> A, -> B)
                         long fast_expected = expect_fast_private(bufs[A]) + fast_AB + expect_fast_private(bufs[B]);
@@ -787,9 +803,19 @@ int main(int argc, char *argv[]) {
                         const auto c1 = heap.copies();
                         const long fast = static_cast<long>(c1.fast - c0.fast),
                                    slow = static_cast<long>(c1.fallback - c0.fallback);
+                        const long batched = static_cast<long>(c1.batched - c0.batched);
                         copies_fast_expected += fast_AB;
                         copies_fast_seen += fast;
+                        copies_batched_expected += batched_AB;
+                        copies_batched_seen += batched;
                         copies_total += copies_here;
+                        if (batched != static_cast<long>(batched_AB)) {
+                            if (acct_errs < 20)
+                                say() << "ERROR: batching of A=" << A << "(" << bufdesc(bufs[A], bufA) << ") -> B=" << B
+                                      << "(" << bufdesc(bufs[B], bufB) << "), " << count * sizeof(val_t)
+                                      << " bytes: " << batched << " batched, expected " << batched_AB;
+                            acct_errs++;
+                        }
                         if (fast != fast_expected || fast + slow != copies_here) {
                             if (acct_errs < 20)
                                 say() << "ERROR: path of A=" << A << "(" << bufdesc(bufs[A], bufA) << ") -> B=" << B
@@ -836,9 +862,14 @@ int main(int argc, char *argv[]) {
         copy_test::check("values", errs == 0,
                          "%llu steps of private -> A -> B -> private, %d buffers, %d forms: %ld mismatches",
                          static_cast<unsigned long long>(step), bufcnt, static_cast<int>(N_FORMS), errs);
-        copy_test::check("paths", acct_errs == 0 && (forced_fallback() || mapped == 0 || copies_fast_expected > 0),
-                         "%ld copies, %ld fast as expected (%ld seen); %ld steps with a wrong path", copies_total,
-                         copies_fast_expected, copies_fast_seen, acct_errs);
+        copy_test::check(
+            "paths",
+            acct_errs == 0 && (forced_fallback() || mapped == 0 ||
+                               (copies_fast_expected > 0 && (batch_limit() == 0 || copies_batched_expected > 0))),
+            "%ld copies, %ld fast as expected (%ld seen), %ld batched as expected (%ld seen); %ld steps "
+            "with a wrong path",
+            copies_total, copies_fast_expected, copies_fast_seen, copies_batched_expected, copies_batched_seen,
+            acct_errs);
         copy_test::check("remote_completions", rc_timeouts == 0, "%s",
                          COPY_HAS_REMOTE_CX
                              ? "every remote_cx::as_rpc ran once, on the target's master persona in progress"

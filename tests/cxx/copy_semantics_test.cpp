@@ -55,6 +55,17 @@
 //   F11 (par) a worker thread copies host -> host and 0 elements, then exits: destroy() returns at
 //      once. Naive: those upcxx::copy calls tracked by an LPC on the dead thread's persona, destroy()
 //      waiting 60 s and throwing copies_in_flight.
+//   F16 batching: 2 x 300 small copies (1 B to 64 KiB + 3, odd offsets and lengths) put to the
+//      next PE's heap and got from it, issued without waiting, with futures and a promise: every
+//      byte right at the destination, each completion once, all counted fast and, unless
+//      UPCXX_EXTRA_NVSHMEM_COPY=unbatched, batched (on the CUDA stand-in: far fewer kernel
+//      launches than copies). Naive: a batch launched with the wrong descriptors (offsets,
+//      lengths, unaligned tails), completions fired before the batch ran, or a batch that waits
+//      for progress that never comes.
+//   F17 a knob value heap.copy does not take (UPCXX_EXTRA_NVSHMEM_COPY=bogus,
+//      UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=12x) fails the heap's construction on every rank with
+//      errc bad_environment naming the variable; the next heap is built fine. Naive: the value
+//      ignored, or one rank throwing while the others wait in the next collective.
 //   F12 a fast copy that fails after it was issued (test hook), destroy() called at once:
 //      destroy() waits for its redo through upcxx::copy; the target's bytes are right when
 //      destroy() returns there. Naive: the redo left in flight while the segment goes (SIGSEGV).
@@ -77,6 +88,7 @@
 #define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
@@ -1326,6 +1338,111 @@ static void f15_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     barrier();
 }
 
+// =================================================================================================
+// F16: batched small copies.
+static void f16_batching(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    constexpr std::size_t W = 300, slot = 65536 + 64;  // every copy has its own slot
+    const std::size_t sizes[] = {1, 8, 13, 64, 255, 4096, 4099, 65536 + 3};
+    const std::size_t n_sizes = sizeof(sizes) / sizeof(sizes[0]);
+    auto size_of = [&](std::size_t i) { return sizes[i % n_sizes]; };
+    auto src_off = [&](std::size_t i) { return i * slot + i % 3; };
+    auto dst_off = [&](std::size_t i) { return i * slot + i % 5; };
+    const std::size_t region = W * slot;  // b: puts land in [0, region), gets in [region, 2 region)
+    const int salt = 16;
+    fill(a, region, me, salt);
+    cudaMemset(b, 0, 2 * region);
+    cudaDeviceSynchronize();
+    barrier();
+    const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+    const char *bytes_knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES");
+    // The copies the policy batches (docs/copy.md: at most UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES).
+    const std::size_t limit =
+        bytes_knob ? std::strtoull(bytes_knob, nullptr, 10) : upcxx::extra::detail::copy_policy::default_batch_bytes;
+    const bool batching = mapped && !forced && !(knob && std::string(knob) == "unbatched") && limit > 0;
+    std::size_t expect_batched = 0;
+    for (std::size_t i = 0; batching && i < W; i++) expect_batched += size_of(i) <= limit ? 2 : 0;
+    using launches_fn = long (*)();
+    const auto launches = reinterpret_cast<launches_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_batch_launches"));
+    const long l0 = launches ? launches() : 0;
+    const auto c0 = heap.copies();
+    const dptr ga = heap.to_global_ptr(a), ga_next = heap.to_global_ptr(a, next);
+    const dptr gb = heap.to_global_ptr(b), gb_next = heap.to_global_ptr(b, next);
+    std::vector<upcxx::future<>> futures;
+    upcxx::promise<> all;
+    for (std::size_t i = 0; i < W; i++) {
+        if (i % 2)
+            futures.push_back(heap.copy(ga + src_off(i), gb_next + dst_off(i), size_of(i)));
+        else
+            heap.copy(ga + src_off(i), gb_next + dst_off(i), size_of(i), upcxx::operation_cx::as_promise(all));
+        futures.push_back(heap.copy(ga_next + src_off(i), gb + region + dst_off(i), size_of(i)));
+    }
+    bool complete = waited("F16.complete", all.finalize(), "the promise of 150 puts");
+    for (auto &f : futures) complete = complete && waited("F16.complete", f, "a future of a batched copy");
+    const auto c1 = heap.copies();
+    const long l1 = launches ? launches() : 0;
+    barrier();  // the next PE's puts into my b have completed
+    std::vector<unsigned char> got(2 * region);
+    cudaMemcpy(got.data(), b, 2 * region, cudaMemcpyDefault);
+    long wrong_put = 0, wrong_get = 0;
+    for (std::size_t i = 0; i < W; i++)
+        for (std::size_t j = 0; j < size_of(i); j++) {
+            wrong_put += got[dst_off(i) + j] != copy_test::pattern(prev, src_off(i) + j, salt);
+            wrong_get += got[region + dst_off(i) + j] != copy_test::pattern(next, src_off(i) + j, salt);
+        }
+    check("F16.bytes", complete && wrong_put == 0 && wrong_get == 0,
+          "%zu puts and %zu gets of 1 B to 64 KiB + 3 at odd offsets: %ld wrong bytes put here, %ld got", W, W,
+          wrong_put, wrong_get);
+    if (!mapped || forced) {
+        path_is("F16.path", c0, 0, 2 * W, "600 small copies");
+    } else {
+        check("F16.path", c1.fast - c0.fast == 2 * W && c1.batched - c0.batched == expect_batched,
+              "600 small copies: %zu fast, %zu of them batched (expected %zu, batching %s)", c1.fast - c0.fast,
+              c1.batched - c0.batched, expect_batched, batching ? "on" : "off");
+    }
+    if (launches)
+        check("F16.launches", expect_batched ? (l1 - l0 >= 1 && l1 - l0 <= 8) : l1 == l0,
+              "the CUDA stand-in ran %ld batch kernel launches for 600 copies (batching %s)", l1 - l0,
+              batching ? "on: 1 to 8" : "off: none");
+    barrier();
+}
+
+// =================================================================================================
+// F17: knob values heap.copy does not take fail the heap's construction on every rank.
+static void f17_bad_knobs() {
+    struct knob {
+        const char *name, *value;
+    };
+    for (const knob k :
+         {knob{"UPCXX_EXTRA_NVSHMEM_COPY", "bogus"}, knob{"UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES", "12x"}}) {
+        const char *old = std::getenv(k.name);
+        const std::string saved = old ? old : "";
+        setenv(k.name, k.value, 1);
+        bool refused = false;
+        std::string what;
+        try {
+            nvshmem_heap heap;
+        } catch (const heap_error &e) {
+            refused = e.errc() == upcxx::extra::nvshmem_errc::bad_environment && std::strstr(e.what(), k.name);
+            what = e.what();
+        }
+        if (old)
+            setenv(k.name, saved.c_str(), 1);
+        else
+            unsetenv(k.name);
+        check("F17.refused", refused, "%s=%s: the heap's construction throws errc bad_environment naming it: %s",
+              k.name, k.value, what.empty() ? "(no exception)" : what.c_str());
+    }
+    bool built = false;
+    try {
+        nvshmem_heap heap;
+        built = true;
+        heap.destroy();
+    } catch (const std::exception &e) {
+        check("F17.next_heap", false, "%s", e.what());
+    }
+    check("F17.next_heap", built, "a heap built after the refused ones");
+}
+
 // One check group. An exception out of it (heap.copy throwing where it must not) is a FAIL line
 // naming the group, then an abort: the other ranks may be waiting in a collective of the group,
 // and UPC++ / GASNet end the whole job on the abort instead of leaving them to the watchdog.
@@ -1387,12 +1504,14 @@ int main() {
         group("F13", [&] { f13_zero_elements(heap, a, b); });
         group("F14", [&] { f14_peer_mapping(heap, a, b); });
         group("F15", [&] { f15_fork(heap, a, b); });
+        group("F16", [&] { f16_batching(heap, a, b); });
         group("F6", [&] { f6_growth(heap, a); });
         group("destroy", [&] { heap.destroy(); });
         g_heap = nullptr;
     }
     group("F3", [&] { f3_other_device(a, b); });
     group("F11", [&] { f11_untracked(a, b); });
+    group("F17", [] { f17_bad_knobs(); });
     group("F12", [&] { f12_redo_before_destroy(a, b); });
     group("F1", [&] { f1_destroy_drains(a, b); });
     nvshmem_free(b);

@@ -39,8 +39,17 @@ struct Dep {
     Stream *s;
     uint64_t upto;  // satisfied when s->completed >= upto
 };
+// One copy of a batch kernel's parameter (the library's uxn_copy_batch, src/cuda/batch_copy.cu).
+struct BatchDesc {
+    const void *src;
+    void *dst;
+    size_t n;
+};
+constexpr unsigned kBatchMax = 128;  // the kernel's parameter: this many descriptors
+
 struct Op {
-    enum Kind { Copy, Memset, HostFn, Marker } kind = Marker;
+    enum Kind { Copy, Batch, Memset, HostFn, Marker } kind = Marker;
+    std::vector<BatchDesc> batch;  // Batch: its copies
     void *dst = nullptr;
     const void *src = nullptr;
     size_t n = 0;
@@ -100,7 +109,7 @@ Global &G() {
 std::atomic<bool> g_touched{false}, g_forked{false};
 std::atomic<unsigned> g_delay_us{200};
 std::atomic<int> g_fail_next{0};
-std::atomic<long> g_failed_copies{0}, g_async_copies{0};
+std::atomic<long> g_failed_copies{0}, g_async_copies{0}, g_batch_launches{0}, g_batched_copies{0};
 int g_devices = 1;
 
 void on_fork_child() {
@@ -178,6 +187,14 @@ void worker_main(Stream *s) {
                 else if (op.n)
                     std::memmove(op.dst, op.src, op.n);
                 break;
+            case Op::Batch:  // one launch: one delay, then every copy
+                if (op.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(op.delay_us));
+                if (op.fail)
+                    g_failed_copies.fetch_add(1);
+                else
+                    for (const BatchDesc &d : op.batch)
+                        if (d.n) std::memmove(d.dst, d.src, d.n);
+                break;
             case Op::Memset:
                 if (op.n) std::memset(op.dst, op.value, op.n);
                 break;
@@ -254,7 +271,7 @@ uint64_t enqueue(Stream *s, Op op) {
         if (l->completed < l->enqueued) op.deps.push_back({l, l->enqueued});
     }
     op.index = ++s->enqueued;
-    if (op.kind == Op::Copy && op.fail) {
+    if ((op.kind == Op::Copy || op.kind == Op::Batch) && op.fail) {
         s->failed.push_back(op.index);
         s->fail_since_record = true;
     }
@@ -284,6 +301,14 @@ bool wait_stream(std::unique_lock<std::mutex> &lk, Stream *s, uint64_t upto) {
 
 bool valid_device(int d) { return d >= 0 && d < g_devices; }
 
+// Takes one of the injected failures, if any is pending.
+bool take_injected_failure() {
+    int f = g_fail_next.load();
+    while (f > 0 && !g_fail_next.compare_exchange_weak(f, f - 1)) {
+    }
+    return f > 0;
+}
+
 cudaError_t async_copy(void *dst, const void *src, size_t n, const void *stream, int dev, bool count_as_async) {
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -297,10 +322,7 @@ cudaError_t async_copy(void *dst, const void *src, size_t n, const void *stream,
     op.delay_us = g_delay_us.load();
     if (count_as_async) {
         g_async_copies.fetch_add(1);
-        int f = g_fail_next.load();
-        while (f > 0 && !g_fail_next.compare_exchange_weak(f, f - 1)) {
-        }
-        op.fail = f > 0;
+        op.fail = take_injected_failure();
     }
     enqueue(s, std::move(op));
     return cudaSuccess;
@@ -520,6 +542,8 @@ UXN_EXPORT unsigned uxn_standin_copy_delay_us(void) { return g_delay_us.load(); 
 UXN_EXPORT int uxn_standin_fail_next_copies(int n) { return g_fail_next.exchange(n < 0 ? 0 : n); }
 UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load(); }
 UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
+UXN_EXPORT long uxn_standin_batch_launches(void) { return g_batch_launches.load(); }
+UXN_EXPORT long uxn_standin_batched_copies(void) { return g_batched_copies.load(); }
 UXN_EXPORT int uxn_standin_register_device_range(void *base, size_t size, int device) {
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mem_mu);
@@ -1086,17 +1110,65 @@ UXN_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned) {
     int dev = drv_device();
     return to_drv(stream_wait_event(s, reinterpret_cast<Event *>(e), dev < 0 ? 0 : dev));
 }
-// No PTX, no kernels: module loading fails as on a GPU without a binary for it.
-UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *) {
+// One kernel, the library's batched copy (uxn_copy_batch): a module whose PTX defines it loads,
+// any other fails as on a GPU without a binary for it. Its launch is one operation on the stream
+// that moves every copy of the batch after one copy delay.
+struct Module {
+    int device;
+};
+const char kBatchKernel[] = "uxn_copy_batch";
+UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
-    if (m) *m = nullptr;
-    return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
+    *m = nullptr;
+    Ctx *c = current_ctx();
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    const char *text = static_cast<const char *>(image);
+    if (!text || !std::strstr(text, ".entry uxn_copy_batch(")) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    *m = reinterpret_cast<CUmodule>(new Module{c->device});
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    DRV_ENTER();
+    if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+    if (std::strcmp(name, kBatchKernel) != 0) return CUDA_ERROR_NOT_FOUND;
+    *f = reinterpret_cast<CUfunction>(m);  // the module's one function
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
+    DRV_ENTER();
+    if (!f || !params || !params[0] || extra) return CUDA_ERROR_INVALID_VALUE;
+    if (gx == 0 || gy == 0 || gy > kBatchMax || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared)
+        return CUDA_ERROR_INVALID_VALUE;
+    const int dev = reinterpret_cast<Module *>(f)->device;
+    Ctx *c = current_ctx();
+    if (!c || c->device != dev) return CUDA_ERROR_INVALID_CONTEXT;
+    const auto *descs = static_cast<const BatchDesc *>(params[0]);
+    Op op;
+    op.kind = Op::Batch;
+    op.batch.assign(descs, descs + gy);
+    for (const BatchDesc &d : op.batch)
+        if (d.n && (uxn_standin_device_of(d.src) < 0 || uxn_standin_device_of(d.dst) < 0))
+            return CUDA_ERROR_INVALID_VALUE;  // a kernel reaches device memory only (models the fault)
+    op.delay_us = g_delay_us.load();
+    op.fail = take_injected_failure();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (s->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+    g_batch_launches.fetch_add(1);
+    g_batched_copies.fetch_add(static_cast<long>(gy));
+    enqueue(s, std::move(op));
+    return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *, size_t *, CUmodule, const char *) {
     DRV_ENTER();
     return CUDA_ERROR_INVALID_HANDLE;
 }
-UXN_EXPORT CUresult cuModuleUnload(CUmodule) {
+UXN_EXPORT CUresult cuModuleUnload(CUmodule m) {
     DRV_ENTER();
-    return CUDA_ERROR_INVALID_HANDLE;
+    if (!m) return CUDA_ERROR_INVALID_HANDLE;
+    delete reinterpret_cast<Module *>(m);
+    return CUDA_SUCCESS;
 }

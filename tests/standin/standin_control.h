@@ -29,6 +29,12 @@ int uxn_standin_fail_next_copies(int n);
 long uxn_standin_failed_copies(void);
 /* How many asynchronous copies have been enqueued so far (process-wide). */
 long uxn_standin_async_copies(void);
+/* Launches of the library's batched-copy kernel (uxn_copy_batch) so far, and the copies they
+ * held (process-wide). A launch is one operation on its stream: it lands after one copy delay,
+ * and an injected failure (uxn_standin_fail_next_copies counts a launch as one copy) fails all
+ * of its copies. */
+long uxn_standin_batch_launches(void);
+long uxn_standin_batched_copies(void);
 
 /* Registers [base, base + size) as device memory of `device` (what cudaMalloc'd memory is):
  * cuPointerGetAttribute, cudaPointerGetAttributes and cuMemGetAddressRange answer for it.

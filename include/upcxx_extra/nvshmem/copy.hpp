@@ -152,6 +152,7 @@ struct copy_path {
         void *from = nullptr, *to = nullptr;
         std::size_t bytes = 0;
         int rank_s = -1, rank_d = -1;
+        bool both_heap = false;  // heap memory at both ends: device memory a batch's kernel reaches
         if constexpr (src_end::known && dst_end::known) {
             using T = typename dst_end::element;
             cx::template assert_sane<T>();
@@ -160,6 +161,7 @@ struct copy_path {
             // past extent() is an error.
             const bool heap_s = reach(h, src, bytes, "source", from, rank_s);
             const bool heap_d = reach(h, dst, bytes, "destination", to, rank_d);
+            both_heap = heap_s && heap_d;
             if (!(heap_s || heap_d))  // no end in the heap: upcxx::copy as the caller wrote it
                 return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
             if ((cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback()) from = to = nullptr;
@@ -174,7 +176,7 @@ struct copy_path {
         f->rank_s = rank_s;
         f->rank_d = rank_d;
         fast_flight<S, D, Cxs> &fl = *f;
-        h.engine_->start(std::move(f), to, from, after);  // throws: nothing copied, nothing notified
+        h.engine_->start(std::move(f), to, from, after, both_heap);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
         return cx::returner(fl.here, false)();  // the flight completes only in progress, later
     }

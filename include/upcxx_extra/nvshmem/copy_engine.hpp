@@ -2,11 +2,15 @@
 // <upcxx_extra/nvshmem.hpp>.
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// A fast copy is one cudaMemcpyAsync between two addresses this process reaches (NVSHMEM's peer
-// mapping, or this rank's own device memory), on a private non-blocking stream of the heap's
-// device. Nothing waits in the call: the copy gets the next sequence number of the stream, and
-// one LPC, queued on the persona that issued it, completes it at that persona's user-level
-// progress once it landed. The stream runs copies in issue order, so one CUDA event (a mark)
+// A fast copy moves bytes between two addresses this process reaches (NVSHMEM's peer mapping, or
+// this rank's own device memory) on a private non-blocking stream of the heap's device: a small
+// copy with heap memory at both ends joins the batch, which one kernel launch moves
+// (upcxx_extra_nvshmem_copy_batch) at the next progress of any persona that has a copy to
+// complete, when it holds UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX copies, or before anything else is
+// put on the stream; any other fast copy is one cudaMemcpyAsync. Nothing waits in the call: the
+// copy gets the next sequence number of the stream (a batched copy takes its place in the batch,
+// which runs in that place), and one LPC, queued on the persona that issued it, completes it at
+// that persona's user-level progress once it landed. The stream runs copies in issue order, so one CUDA event (a mark)
 // tells that every copy up to a sequence number landed: a copy issued while no mark is pending
 // gets one of its own (a lone copy completes as soon as it lands), and a completion LPC that
 // finds its copy uncovered records one after every copy issued so far, which the others share. A
@@ -28,8 +32,10 @@
 #include <upcxx/upcxx.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -42,6 +48,7 @@
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
 #include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra_nvshmem.h"
 
 namespace upcxx {
 namespace extra {
@@ -120,6 +127,49 @@ private:
 using cuda_event = cuda_owned<cudaEvent_t, &cudaEventDestroy>;
 using cuda_stream = cuda_owned<cudaStream_t, &cudaStreamDestroy>;
 
+/// How heap.copy chooses its path: the one place the environment is read (a heap reads it once, at
+/// construction; docs/copy.md lists the knobs).
+///   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
+///     fast: the fast path, small copies with heap memory at both ends batched; unbatched: the
+///     fast path, one cudaMemcpyAsync per copy; upcxx: every copy with a heap end is upcxx::copy.
+///   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144): the largest copy batched; 0 batches
+///     none. Above it a copy engine beats a kernel on one lone copy (BENCHMARKS.md).
+struct copy_policy {
+    static constexpr std::size_t default_batch_bytes = 262144;
+    bool upcxx_only = false;                        // every copy with a heap end is upcxx::copy
+    std::size_t batch_bytes = default_batch_bytes;  // the largest copy batched (0: none)
+
+    /// The policy the environment asks for; throws nvshmem_error (INVALID_ARGUMENT) naming the
+    /// variable for a value it does not take.
+    static copy_policy from_environment() {
+        copy_policy p;
+        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY")) {
+            const std::string s(v);
+            if (s == "upcxx")
+                p.upcxx_only = true;
+            else if (s == "unbatched")
+                p.batch_bytes = 0;
+            else if (s != "fast" && !s.empty())
+                throw nvshmem_error(
+                    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                    "nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY is \"" + s + "\"; it takes fast, unbatched or upcxx",
+                    nvshmem_errc::bad_environment);
+        }
+        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES")) {
+            char *end = nullptr;
+            errno = 0;
+            const unsigned long long n = std::strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0' || errno == ERANGE)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string("nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is \"") + v +
+                                        "\"; it takes a number of bytes (0: no batching)",
+                                    nvshmem_errc::bad_environment);
+            if (p.batch_bytes != 0) p.batch_bytes = static_cast<std::size_t>(n);
+        }
+        return p;
+    }
+};
+
 /// The error of every heap call in a fork() child of the process that made the heap.
 inline nvshmem_error forked_error(const char *fn) {
     return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
@@ -177,11 +227,13 @@ struct flight {
 class copy_engine : public std::enable_shared_from_this<copy_engine> {
 public:
     struct counts_t {
-        std::size_t fast = 0;      // CUDA async copy through NVSHMEM's P2P mapping
+        std::size_t fast = 0;      // moved by CUDA through NVSHMEM's P2P mapping (batched or not)
         std::size_t fallback = 0;  // upcxx::copy of a copy with an end that may be heap memory
+        std::size_t batched = 0;   // of `fast`, those a batch's kernel launch moved
     };
 
-    copy_engine(int device, bool force_fallback) : device_(device), force_fallback_(force_fallback) {}
+    copy_engine(int device, const copy_policy &policy)
+        : device_(device), force_fallback_(policy.upcxx_only), batch_bytes_(policy.batch_bytes) {}
     ~copy_engine() { (void)drain(); }
     copy_engine(const copy_engine &) = delete;
     copy_engine &operator=(const copy_engine &) = delete;
@@ -192,24 +244,25 @@ public:
     /// copies) have not completed: raised when one is issued, lowered by an LPC on the master
     /// persona that its operation completion queues (copy.hpp). Shared with those LPCs.
     const std::shared_ptr<std::atomic<long>> &fallbacks_in_flight() const noexcept { return fallbacks_in_flight_; }
-    counts_t counts() const noexcept { return counts_t{fast_.load(), fallback_.load()}; }
+    counts_t counts() const noexcept { return counts_t{fast_.load(), fallback_.load(), batched_.load()}; }
 
     /// Whether this process is a fork() child of the one that made the engine.
     bool forked() const noexcept { return fork_generation_counter().load(std::memory_order_relaxed) != generation_; }
 
     /// Issues the copy to <- from of `f->bytes`, ordered after the work queued on `order` so far
     /// when it is set, and completes it on the calling persona at its progress (finish() runs
-    /// there once the bytes landed). Takes `f` on every path. Throws nvshmem_error (errc cuda,
+    /// there once the bytes landed). `device_ends`: both ends are device memory (heap memory),
+    /// which a batch's kernel can move. Takes `f` on every path. Throws nvshmem_error (errc cuda,
     /// forked, or heap_inactive once closed; nothing copied, nothing will be notified) when the
     /// copy cannot be issued; once CUDA has accepted the copy nothing can fail.
-    void start(std::unique_ptr<flight> f, void *to, const void *from, stream_order order) {
+    void start(std::unique_ptr<flight> f, void *to, const void *from, stream_order order, bool device_ends) {
         if (forked()) throw forked_error("nvshmem_heap::copy");
         flight *raw = f.get();
         // Queued before the copy is issued: a completion that cannot be queued copies nothing.
         // It cannot run before this returns (only this persona's progress runs it).
         upcxx::current_persona().lpc_ff(poll{shared_from_this(), raw});
         (void)f.release();  // the poll owns it: a flight that is not issued (seq 0) is dropped there
-        issue(*raw, to, from, order);
+        issue(*raw, to, from, order, device_ends);
         fast_.fetch_add(1, std::memory_order_relaxed);
     }
 
@@ -238,6 +291,7 @@ public:
         released_ = true;
         if (forked() || !stream_) return std::string();  // the parent's CUDA objects are not this process's
         device_scope on(device_);
+        flush();
         const cudaError_t e = cudaStreamSynchronize(stream_.get());
         settle_all(e);
         events_.clear();  // their owners destroy them, then the stream's
@@ -275,10 +329,12 @@ private:
         std::uint64_t redone;
     };
 
-    // One cudaMemcpyAsync on the stream, numbered in stream order. `order` is waited for in the
-    // calling thread's device context (0, cudaStreamLegacy and cudaStreamPerThread are its
-    // current device's). Throws (nothing copied) when CUDA refuses the copy.
-    void issue(flight &f, void *to, const void *from, stream_order order) {
+    // The copy joins the batch (small, device memory at both ends, not ordered after a stream),
+    // or is one cudaMemcpyAsync on the stream after the batch; numbered in stream order either
+    // way. `order` is waited for in the calling thread's device context (0, cudaStreamLegacy and
+    // cudaStreamPerThread are its current device's). Throws (nothing copied) when CUDA refuses
+    // the copy.
+    void issue(flight &f, void *to, const void *from, stream_order order, bool device_ends) {
         std::lock_guard<std::mutex> lock(mu_);
         if (closed_.load())
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
@@ -289,10 +345,22 @@ private:
             e = cudaStreamCreateWithFlags(stream_.out(), cudaStreamNonBlocking);
             if (e != cudaSuccess) *stream_.out() = nullptr;
         }
-        if (e == cudaSuccess && order.set) e = order_after(order.stream);
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
         f.injected_failure = test_hooks::take_failure();
 #endif
+        if (e == cudaSuccess && device_ends && !order.set && batching_ && f.bytes <= batch_bytes_) {
+            f.seq = ++issued_;
+            if (f.injected_failure)
+                injected_.push_back(f.seq);
+            else {
+                batch_.push_back(upcxx_extra_nvshmem_copy_desc_t{from, to, f.bytes});
+                batch_seq_.push_back(f.seq);
+            }
+            if (batch_.size() == UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX) flush();
+            return;  // the mark comes with the batch, at the first completion that asks
+        }
+        if (e == cudaSuccess) flush();
+        if (e == cudaSuccess && order.set) e = order_after(order.stream);
         if (e == cudaSuccess && !f.injected_failure) {
             device_scope on(device_);
             e = cudaMemcpyAsync(to, from, f.bytes, cudaMemcpyDefault, stream_.get());
@@ -324,10 +392,50 @@ private:
         return seq <= landed_ ? failed_in(seq) : cudaErrorNotReady;
     }
 
+    // Under mu_: puts the batch on the stream: one kernel launch, or one cudaMemcpyAsync per copy
+    // when the kernel cannot be launched (batching is then off for this engine, and the reason
+    // kept for check_copies()). A copy CUDA refuses even then, and those after it, are over with
+    // that error (redone through upcxx::copy by their completions), after the host waited for
+    // the copies before them.
+    void flush() {
+        if (batch_.empty()) return;
+        device_scope on(device_);
+        const std::size_t n = batch_.size();
+        if (upcxx_extra_nvshmem_copy_batch(device_, stream_.get(), batch_.data(), n) == UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+            batched_.fetch_add(n, std::memory_order_relaxed);
+            batch_.clear();
+            batch_seq_.clear();
+            return;
+        }
+        batching_ = false;
+        if (error_.empty())
+            error_ =
+                std::string("nvshmem_heap::copy: batching is off for this heap, its kernel could not be launched (") +
+                upcxx_extra_nvshmem_last_error() + "); copies are one cudaMemcpyAsync each";
+        for (std::size_t i = 0; i < n; ++i) {
+            const upcxx_extra_nvshmem_copy_desc_t &d = batch_[i];
+            const cudaError_t e = cudaMemcpyAsync(d.dst, d.src, d.bytes, cudaMemcpyDefault, stream_.get());
+            if (e == cudaSuccess) continue;
+            (void)cudaGetLastError();
+            // Every copy before this one is over once the stream is; this one and every later
+            // one (the batch holds the newest copies) failed with `e`.
+            const cudaError_t w = cudaStreamSynchronize(stream_.get());
+            for (mark &m : marks_) events_.push_back(std::move(m.event));
+            marks_.clear();
+            settle_through(batch_seq_[i] - 1, w);
+            failures_.push_back(failure{batch_seq_[i], issued_, e, 0});
+            settle_through(issued_, cudaSuccess);
+            break;
+        }
+        batch_.clear();
+        batch_seq_.clear();
+    }
+
     // Under mu_: an event after every copy issued so far. When CUDA cannot make or record one,
     // the host waits for the stream instead (the copies are issued: they complete regardless).
     void record_mark() {
         device_scope on(device_);
+        flush();
         cuda_event ev;
         if (!events_.empty()) {
             ev = std::move(events_.back());
@@ -447,6 +555,7 @@ public:
         std::lock_guard<std::mutex> lock(mu_);
         if (released_ || !stream_) return;
         device_scope on(device_);
+        flush();
         settle_all(cudaStreamSynchronize(stream_.get()));
     }
 
@@ -474,20 +583,24 @@ private:
 
     const int device_;
     const bool force_fallback_;
+    const std::size_t batch_bytes_;  // the largest copy batched (0: none)
 
     const unsigned generation_ = watch_forks();
     cuda_stream stream_;
-    std::uint64_t issued_ = 0;             // copies issued on the stream (the last one's seq)
-    std::uint64_t landed_ = 0;             // every copy up to this seq is over
-    std::deque<mark> marks_;               // recorded, oldest first, not yet seen complete
-    std::vector<failure> failures_;        // landed copies CUDA reported an error for
-    std::vector<std::uint64_t> injected_;  // test hook: copies to report failed when they land
-    std::vector<cuda_event> events_;       // reused: creating one costs microseconds
-    std::string error_;                    // the first fast copy that failed after it was issued
-    std::uint64_t asked_ = 0;              // how many times a completion asked CUDA (outcome())
-    bool released_ = false;                // drain() released the stream and the events
-    std::mutex mu_;                        // everything above
-    std::atomic<std::size_t> fast_{0}, fallback_{0};
+    std::uint64_t issued_ = 0;                            // copies issued on the stream (the last one's seq)
+    std::uint64_t landed_ = 0;                            // every copy up to this seq is over
+    std::deque<mark> marks_;                              // recorded, oldest first, not yet seen complete
+    std::vector<failure> failures_;                       // landed copies CUDA reported an error for
+    std::vector<std::uint64_t> injected_;                 // test hook: copies to report failed when they land
+    std::vector<cuda_event> events_;                      // reused: creating one costs microseconds
+    std::string error_;                                   // the first fast copy that failed after it was issued
+    std::uint64_t asked_ = 0;                             // how many times a completion asked CUDA (outcome())
+    std::vector<upcxx_extra_nvshmem_copy_desc_t> batch_;  // issued, not yet on the stream (the newest)
+    std::vector<std::uint64_t> batch_seq_;                // their sequence numbers
+    bool batching_ = true;                                // false once the batch kernel could not be launched
+    bool released_ = false;                               // drain() released the stream and the events
+    std::mutex mu_;                                       // everything above
+    std::atomic<std::size_t> fast_{0}, fallback_{0}, batched_{0};
     const std::shared_ptr<std::atomic<long>> fallbacks_in_flight_ = std::make_shared<std::atomic<long>>(0);
     std::atomic<bool> closed_{false};
 };

@@ -104,13 +104,14 @@ public:
         std::vector<detail::rank_entry> all = detail::allgather(mine, what);
         detail::fail_together(first_failed(all), out, what);
         std::vector<upcxx_extra_nvshmem_peer_t> peers = validate(all, what);
+        detail::copy_policy policy;  // the environment's knobs: a value one rank refuses fails every rank
         detail::agree(detail::attempt([&] {
+                          policy = detail::copy_policy::from_environment();
                           detail::check(upcxx_extra_nvshmem_set_peers(static_cast<int>(peers.size()), peers.data()));
                       }),
                       what);
 
-        const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
-        engine_ = std::make_shared<detail::copy_engine>(mine.device, knob && std::string(knob) == "upcxx");
+        engine_ = std::make_shared<detail::copy_engine>(mine.device, policy);
         info_ = mine;
         ++detail::active_heaps();  // nothing can throw from here until grow_to()
         active_ = true;
@@ -254,8 +255,9 @@ public:
     }
 
     /// Counts of the copies heap.copy() made by each path since construction (this process):
-    /// `fast`, and `fallback` for the copies with an end that may be heap memory that went to
-    /// upcxx::copy (in the public-API mode every such copy). A copy with no end that can be
+    /// `fast`, of which `batched` were moved by a batch's kernel launch (the others by one
+    /// cudaMemcpyAsync each), and `fallback` for the copies with an end that may be heap memory
+    /// that went to upcxx::copy (in the public-API mode every such copy). A copy with no end that can be
     /// device memory, or of 0 elements, is upcxx::copy untouched and counted in neither.
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
 

@@ -22,6 +22,12 @@
 //      is counted as a fast copy
 //   M8 a flood of 100 copies completes with a handful of event queries (one event, recorded by
 //      the poll, covers every copy issued before it)
+//   M9 batching: 300 small copies with heap memory at both ends are 3 kernel launches (two full
+//      batches of UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX at issue, the rest at the first progress),
+//      counted batched, completed in issue order; a large copy, a copy ordered after a stream
+//      and a copy with a non-heap end are cudaMemcpyAsync after the batch (stream order kept)
+//   M10 the batch kernel cannot be launched: the batch's copies are cudaMemcpyAsync instead and
+//      complete with cudaSuccess, batching is off from then on, check_copies() says why
 //   M7 fork(): a child of a process with copies in flight drops its engine without hanging, and a
 //      copy it starts throws nvshmem_error (errc forked) naming fork()
 #include <sys/wait.h>
@@ -39,6 +45,7 @@
 #include "check.hpp"
 
 using upcxx::extra::detail::copy_engine;
+using upcxx::extra::detail::copy_policy;
 using upcxx::extra::detail::flight;
 using upcxx::extra::detail::stream_order;
 using clk = std::chrono::steady_clock;
@@ -61,11 +68,13 @@ struct counted_flight : flight {
 };
 
 // Starts one copy on `eng` from the current persona; returns its sequence number on the stream.
+// `bytes` and `heap_ends` (both ends heap memory) decide whether it may be batched.
 std::uint64_t copy_async(copy_engine &eng, std::atomic<int> &done, std::atomic<int> &wrong,
-                         std::vector<int> *order = nullptr, int id = 0, stream_order after = stream_order::none()) {
+                         std::vector<int> *order = nullptr, int id = 0, stream_order after = stream_order::none(),
+                         std::size_t bytes = std::size_t(1) << 30, bool heap_ends = false) {
     auto f = std::make_unique<counted_flight>(&done, &wrong, order, id);
-    f->bytes = std::size_t(1) << 30;
-    eng.start(std::move(f), nullptr, nullptr, after);
+    f->bytes = bytes;
+    eng.start(std::move(f), nullptr, nullptr, after, heap_ends);
     return uxn_model::issued().load();
 }
 
@@ -84,7 +93,7 @@ bool progress_until(upcxx::persona &p, C cond, std::chrono::milliseconds limit =
 void land_all() { uxn_model::landed() = uxn_model::issued().load(); }
 
 void m1_flood() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     std::vector<int> order;
@@ -116,7 +125,7 @@ void m1_flood() {
 }
 
 void m2_drain() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     {
@@ -170,7 +179,7 @@ void m3_stress(int rounds) {
     int leaked = 0, miscounted = 0;
     std::atomic<int> wrong{0};
     for (int round = 0; round < rounds; ++round) {
-        auto eng = std::make_shared<copy_engine>(0, false);
+        auto eng = std::make_shared<copy_engine>(0, copy_policy{});
         std::weak_ptr<copy_engine> weak = eng;
         std::atomic<int> issued_all{0}, total{0};
         std::vector<std::thread> ts;
@@ -202,7 +211,7 @@ void m3_stress(int rounds) {
 }
 
 void m4_no_foreign_posts() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     {
@@ -220,7 +229,7 @@ void m4_no_foreign_posts() {
 }
 
 void m5_stream_zero() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     upcxx::persona_scope s(a);
@@ -238,7 +247,7 @@ void m5_stream_zero() {
 }
 
 void m6_record_fails() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     upcxx::persona_scope s(a);
@@ -265,7 +274,7 @@ void m6_record_fails() {
 }
 
 void m8_marks() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     upcxx::persona a;
     std::atomic<int> done{0}, wrong{0};
     upcxx::persona_scope s(a);
@@ -279,8 +288,66 @@ void m8_marks() {
           "M8: a flood of 100 copies completes with %ld event queries (one event covers them all)", queries);
 }
 
+void m9_batching() {
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
+    upcxx::persona a;
+    std::atomic<int> done{0}, wrong{0};
+    std::vector<int> order;
+    upcxx::persona_scope s(a);
+    const long l0 = uxn_model::batch_launches().load();
+    const std::uint64_t i0 = uxn_model::issued().load();
+    for (int i = 0; i < 300; i++) copy_async(*eng, done, wrong, &order, i, stream_order::none(), 8, true);
+    const long at_issue = uxn_model::batch_launches().load() - l0;
+    CHECK(at_issue == 2 && uxn_model::issued().load() - i0 == 256,
+          "M9: 300 batched copies: %ld launches of %d copies at issue, the rest waits for progress", at_issue,
+          (int)UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX);
+    a.progress();  // the first completion puts the rest on the stream, then records its mark
+    CHECK(uxn_model::batch_launches().load() - l0 == 3 && uxn_model::issued().load() - i0 == 300,
+          "M9: the first progress launches the last batch (%ld launches)", uxn_model::batch_launches().load() - l0);
+    // Not batched: too large, ordered after a stream, an end outside the heap. Each goes after
+    // the batch (the model's stream counts every copy in stream order).
+    cudaStream_t user = nullptr;
+    copy_async(*eng, done, wrong, &order, 300, stream_order::none(), copy_policy::default_batch_bytes + 1, true);
+    copy_async(*eng, done, wrong, &order, 301, stream_order::after(user), 8, true);
+    copy_async(*eng, done, wrong, &order, 302, stream_order::none(), 8, false);
+    copy_async(*eng, done, wrong, &order, 303, stream_order::none(), 8, true);  // a new batch
+    CHECK(uxn_model::issued().load() - i0 == 303 && uxn_model::batch_launches().load() - l0 == 3,
+          "M9: a large copy, copy_after and a non-heap end are cudaMemcpyAsync (%llu on the stream)",
+          (unsigned long long)(uxn_model::issued().load() - i0));
+    land_all();
+    bool ok = progress_until(a, [&] {
+        land_all();
+        return done.load() == 304;
+    });
+    bool in_order = order.size() == 304;
+    for (std::size_t i = 0; in_order && i < order.size(); i++) in_order = order[i] == (int)i;
+    CHECK(ok && wrong.load() == 0 && in_order && eng->counts().fast == 304 && eng->counts().batched == 301,
+          "M9: every copy completes once, in issue order, %zu of %zu fast copies counted batched (%d done)",
+          eng->counts().batched, eng->counts().fast, done.load());
+}
+
+void m10_batch_refused() {
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
+    upcxx::persona a;
+    std::atomic<int> done{0}, wrong{0};
+    upcxx::persona_scope s(a);
+    uxn_model::fail_batches() = 1;
+    const std::uint64_t i0 = uxn_model::issued().load();
+    for (int i = 0; i < 10; i++) copy_async(*eng, done, wrong, nullptr, i, stream_order::none(), 64, true);
+    a.progress();
+    CHECK(uxn_model::issued().load() - i0 == 10, "M10: a batch whose kernel cannot launch is 10 cudaMemcpyAsync");
+    for (int i = 0; i < 5; i++) copy_async(*eng, done, wrong, nullptr, i, stream_order::none(), 64, true);
+    CHECK(uxn_model::issued().load() - i0 == 15, "M10: batching is off from then on (copies issued at once)");
+    land_all();
+    bool ok = progress_until(a, [&] { return done.load() == 15; });
+    const std::string why = eng->take_error();
+    CHECK(ok && wrong.load() == 0 && eng->counts().batched == 0 && why.find("batching is off") != std::string::npos &&
+              why.find("model: no kernel") != std::string::npos,
+          "M10: every copy completes with cudaSuccess; check_copies() names the launch failure: %s", why.c_str());
+}
+
 void m7_fork() {
-    auto eng = std::make_shared<copy_engine>(0, false);
+    auto eng = std::make_shared<copy_engine>(0, copy_policy{});
     std::atomic<int> done{0}, wrong{0};
     for (int i = 0; i < 3; i++) copy_async(*eng, done, wrong);  // in flight at fork()
     std::fflush(stdout);
@@ -326,5 +393,7 @@ int main(int argc, char **argv) {
     m5_stream_zero();
     m6_record_fails();
     m8_marks();
+    m9_batching();
+    m10_batch_refused();
     return uxn_check::finish("copy_engine_model_test");
 }

@@ -4,8 +4,12 @@
 // landed() has reached that number. Querying a destroyed event traps (a use after free).
 // fail_records() makes the next cudaEventRecord calls fail; stream_waits() counts
 // cudaStreamWaitEvent and waited_stream() is the stream the last waited event was recorded on.
+// The C library's batch launch (upcxx_extra_nvshmem_copy_batch) puts its copies on the stream in
+// order; fail_batches() makes the next launches fail, batch_launches() counts the others.
 #ifndef UXN_MODEL_CUDA_RUNTIME_API_H
 #define UXN_MODEL_CUDA_RUNTIME_API_H
+
+#include "upcxx_extra_nvshmem.h"
 
 #include <atomic>
 #include <cstddef>
@@ -47,6 +51,14 @@ inline std::atomic<int> &stream_waits() {  // cudaStreamWaitEvent calls
 }
 inline std::atomic<CUstream_st *> &waited_stream() {  // where the last waited event was recorded
     static std::atomic<CUstream_st *> v{nullptr};
+    return v;
+}
+inline std::atomic<long> &batch_launches() {  // upcxx_extra_nvshmem_copy_batch calls that launched
+    static std::atomic<long> v{0};
+    return v;
+}
+inline std::atomic<int> &fail_batches() {  // upcxx_extra_nvshmem_copy_batch calls still to fail
+    static std::atomic<int> v{0};
     return v;
 }
 }  // namespace uxn_model
@@ -109,3 +121,18 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, int) {
 }
 
 #endif
+
+// The C library's batch launch (include/upcxx_extra_nvshmem.h), as the model's stream sees it:
+// the batch's copies, in order.
+extern "C" inline upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_copy_batch(int, void *,
+                                                                              const upcxx_extra_nvshmem_copy_desc_t *,
+                                                                              size_t count) {
+    if (uxn_model::fail_batches().load() > 0) {
+        uxn_model::fail_batches()--;
+        return UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR;
+    }
+    uxn_model::issued() += count;
+    uxn_model::batch_launches()++;
+    return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+}
+extern "C" inline const char *upcxx_extra_nvshmem_last_error(void) { return "model: no kernel"; }
