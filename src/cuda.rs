@@ -154,9 +154,9 @@ const BATCH_PTX: &str = include_str!("cuda/batch_copy.ptx");
 pub const BATCH_MAX: usize = 128;
 /// Threads per block of the batch kernel; each block moves 16 bytes per thread per step.
 const BATCH_THREADS: u32 = 256;
-/// A descriptor's bytes per block of the x dimension (4 steps of 16 bytes per thread), and the
-/// most blocks one descriptor gets.
-const BATCH_BYTES_PER_BLOCK: usize = BATCH_THREADS as usize * 16 * 4;
+/// A descriptor's bytes per block of the x dimension (one 16-byte step per thread), and the most
+/// blocks one descriptor gets: a lone 256 KiB copy is 64 blocks.
+const BATCH_BYTES_PER_BLOCK: usize = BATCH_THREADS as usize * 16;
 const BATCH_MAX_BLOCKS: usize = 64;
 
 /// One copy of a batch: `bytes` from device address `src` to device address `dst`.

@@ -1399,6 +1399,19 @@ static void f16_batching(nvshmem_heap &heap, unsigned char *a, unsigned char *b)
               "600 small copies: %zu fast, %zu of them batched (expected %zu, batching %s)", c1.fast - c0.fast,
               c1.batched - c0.batched, expect_batched, batching ? "on" : "off");
     }
+    // set_copy_batch_bytes(0): the next small copy is not batched; then the old limit again.
+    const std::size_t keep = heap.copy_batch_bytes();
+    const std::size_t policy_limit = knob && std::string(knob) == "unbatched" ? 0 : limit;
+    check("F16.batch_bytes", keep == policy_limit, "copy_batch_bytes() is %zu (the environment's %zu)", keep,
+          policy_limit);
+    heap.set_copy_batch_bytes(0);
+    const auto c2 = heap.copies();
+    bool one = waited("F16.set_batch_bytes", heap.copy(ga, gb_next, 8), "an 8-byte copy with batching set off");
+    const auto c3 = heap.copies();
+    heap.set_copy_batch_bytes(keep);
+    check("F16.set_batch_bytes", one && c3.batched == c2.batched && heap.copy_batch_bytes() == keep,
+          "after set_copy_batch_bytes(0) an 8-byte copy is not batched (%zu batched), the limit restored (%zu)",
+          c3.batched - c2.batched, heap.copy_batch_bytes());
     if (launches)
         check("F16.launches", expect_batched ? (l1 - l0 >= 1 && l1 - l0 <= 8) : l1 == l0,
               "the CUDA stand-in ran %ld batch kernel launches for 600 copies (batching %s)", l1 - l0,
@@ -1437,6 +1450,8 @@ static void f17_bad_knobs() {
         nvshmem_heap heap;
         built = true;
         heap.destroy();
+        expect_error("F17.set_batch_bytes", UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET, "destroyed",
+                     "set_copy_batch_bytes on a destroyed heap", [&] { heap.set_copy_batch_bytes(0); });
     } catch (const std::exception &e) {
         check("F17.next_heap", false, "%s", e.what());
     }

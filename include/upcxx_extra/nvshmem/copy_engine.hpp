@@ -239,6 +239,9 @@ public:
     copy_engine &operator=(const copy_engine &) = delete;
 
     bool force_fallback() const noexcept { return force_fallback_; }
+    /// The largest copy batched from the next copy on (0: none).
+    std::size_t batch_bytes() const noexcept { return batch_bytes_.load(std::memory_order_relaxed); }
+    void set_batch_bytes(std::size_t n) noexcept { batch_bytes_.store(n, std::memory_order_relaxed); }
     void count_fallback() noexcept { fallback_.fetch_add(1, std::memory_order_relaxed); }
     /// How many upcxx::copy calls the heap made (fallbacks with a heap end, and redone fast
     /// copies) have not completed: raised when one is issued, lowered by an LPC on the master
@@ -348,7 +351,7 @@ private:
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
         f.injected_failure = test_hooks::take_failure();
 #endif
-        if (e == cudaSuccess && device_ends && !order.set && batching_ && f.bytes <= batch_bytes_) {
+        if (e == cudaSuccess && device_ends && !order.set && batching_ && f.bytes <= batch_bytes()) {
             f.seq = ++issued_;
             if (f.injected_failure)
                 injected_.push_back(f.seq);
@@ -583,7 +586,7 @@ private:
 
     const int device_;
     const bool force_fallback_;
-    const std::size_t batch_bytes_;  // the largest copy batched (0: none)
+    std::atomic<std::size_t> batch_bytes_;  // the largest copy batched (0: none)
 
     const unsigned generation_ = watch_forks();
     cuda_stream stream_;

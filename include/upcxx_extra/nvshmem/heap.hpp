@@ -261,6 +261,17 @@ public:
     /// device memory, or of 0 elements, is upcxx::copy untouched and counted in neither.
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
 
+    /// The largest fast copy with heap memory at both ends that heap.copy batches (0: none):
+    /// UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES at construction (docs/copy.md), or what
+    /// set_copy_batch_bytes() set last; 0 for a destroyed heap.
+    std::size_t copy_batch_bytes() const noexcept { return engine_ ? engine_->batch_bytes() : 0; }
+    /// Sets copy_batch_bytes() for the copies issued from now on, on this process (copies already
+    /// batched stay batched). Any thread; throws nvshmem_error (heap_inactive) for a destroyed heap.
+    void set_copy_batch_bytes(std::size_t bytes) {
+        if (!active_ || !engine_) throw inactive("nvshmem_heap::set_copy_batch_bytes");
+        engine_->set_batch_bytes(bytes);
+    }
+
     /// Whether heap.copy can take the fast path in this build: true when every UPC++ internal it
     /// reads was found at compile time (fast mode), false in the public-API mode (a missing
     /// internal, or UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1), where every heap.copy is upcxx::copy

@@ -2,16 +2,19 @@
 //
 // For each size, rank 0 issues a window of W copies to (put) or from (get) the next PE's heap and
 // waits for all of them, alternating between
-//   heap.copy       W x heap.copy(...) futures, then upcxx::when_all(...).wait()
-//   putmem_nbi      W x nvshmem_putmem_nbi / nvshmem_getmem_nbi, then nvshmem_quiet()
-// after warm-up windows, R repetitions each (in ABAB order, so drift hits both alike). One line
-// per (direction, size, window):
-//   FLOOD <dir> <bytes> <window> <heap.copy min us> <heap.copy max us> <putmem_nbi min us>
-//         <putmem_nbi max us> <ratio of the minima: putmem_nbi / heap.copy>
-// A ratio above 1 means heap.copy moved the window faster. "both" runs put and get at once (rank 0
-// puts while rank 1 gets, and the reverse), each rank timing its own direction.
+//   batched     W x heap.copy(...) futures, then each waited for (small copies batched: the
+//               heap's default copy_batch_bytes())
+//   unbatched   the same with set_copy_batch_bytes(0): one cudaMemcpyAsync per copy
+//   putmem_nbi  W x nvshmem_putmem_nbi / nvshmem_getmem_nbi, then nvshmem_quiet()
+// after warm-up windows, R repetitions each (in ABCABC order, so drift hits all alike). W = 1 is
+// one blocking copy (its latency). One line per (direction, size, window), times in us:
+//   FLOOD <dir> <bytes> <window> <batched min> <batched max> <unbatched min> <unbatched max>
+//         <putmem_nbi min> <putmem_nbi max> <putmem_nbi min / batched min>
+//         <unbatched min / batched min>
+// A ratio above 1 means the batched heap.copy moved the window faster. "both" runs put and get at
+// once (rank 0 puts while rank 1 gets, and the reverse), each rank timing its own direction.
 //
-//   upcxx-run -n 2 ./flood_bench [-w 10,100,1000] [-s 8] [-m 4194304] [-r 6] [-W 2]
+//   upcxx-run -n 2 ./flood_bench [-w 1,10,100,1000] [-s 8] [-m 4194304] [-r 6] [-W 2] [-d put,get,both]
 //
 // Without a GPU it says SKIPPED and exits 77 (the CUDA + NVSHMEM stand-in of tests/standin runs it,
 // with no meaning in its figures).
@@ -63,7 +66,8 @@ int main(int argc, char **argv) {
         upcxx::finalize();
         return 77;
     }
-    std::vector<std::size_t> windows{10, 100, 1000};
+    std::vector<std::size_t> windows{1, 10, 100, 1000};
+    std::vector<std::string> dirs{"put", "get", "both"};
     std::size_t min_size = 8, max_size = std::size_t(4) << 20;
     int reps = 6, warm = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -78,6 +82,14 @@ int main(int argc, char **argv) {
             reps = std::atoi(argv[i + 1]);
         else if (a == "-W")
             warm = std::atoi(argv[i + 1]);
+        else if (a == "-d") {
+            dirs.clear();
+            for (std::string l = argv[i + 1]; !l.empty();) {
+                const std::size_t c = l.find(',');
+                dirs.push_back(l.substr(0, c));
+                l = c == std::string::npos ? "" : l.substr(c + 1);
+            }
+        }
     }
     const std::size_t max_window = *std::max_element(windows.begin(), windows.end());
     cudaSetDevice(upcxx::local_team().rank_me() % ndev);
@@ -96,12 +108,15 @@ int main(int argc, char **argv) {
             upcxx::extra::nvshmem_heap heap;
             const auto lsrc = heap.to_global_ptr(src), rdst = heap.to_global_ptr(dst, next);
             const auto rsrc = heap.to_global_ptr(src, next), ldst = heap.to_global_ptr(dst);
+            const std::size_t batch_bytes = heap.copy_batch_bytes();
             if (me == 0)
-                std::printf("flood_bench: %d ranks, %d GPU(s) visible, heap.copy %s, NVSHMEM %d.%d\n", upcxx::rank_n(),
-                            ndev, upcxx::extra::nvshmem_heap::fast_copies() ? "fast mode" : "public-API mode",
-                            NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION);
-            for (const char *dir : {"put", "get", "both"}) {
-                const std::string d = dir;
+                std::printf(
+                    "flood_bench: %d ranks, %d GPU(s) visible, heap.copy %s, batched up to %zu bytes, NVSHMEM "
+                    "%d.%d\n",
+                    upcxx::rank_n(), ndev, upcxx::extra::nvshmem_heap::fast_copies() ? "fast mode" : "public-API mode",
+                    batch_bytes, NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION);
+            for (const std::string &d : dirs) {
+                const char *dir = d.c_str();
                 // Who times what: put and get on rank 0 alone; both: rank 0 puts, rank 1 gets.
                 const bool active = d == "both" ? me < 2 : me == 0;
                 const bool putting = d == "put" || (d == "both" && me == 0);
@@ -109,7 +124,8 @@ int main(int argc, char **argv) {
                     for (std::size_t n = min_size; n <= max_size; n *= 2) {
                         const std::size_t slots = std::max<std::size_t>(1, span / n);
                         auto off = [&](std::size_t k) { return static_cast<std::ptrdiff_t>((k % slots) * n); };
-                        auto run_heap = [&] {
+                        auto run_heap = [&](std::size_t batch) {
+                            heap.set_copy_batch_bytes(batch);
                             std::vector<upcxx::future<>> fs;
                             fs.reserve(w);
                             const double t0 = now();
@@ -132,19 +148,21 @@ int main(int argc, char **argv) {
                             return now() - t0;
                         };
                         upcxx::barrier();
-                        stats h, v;
+                        stats h, u, v;
                         if (active) {
-                            for (int i = 0; i < warm; i++) run_heap(), run_nvshmem();
+                            for (int i = 0; i < warm; i++) run_heap(batch_bytes), run_heap(0), run_nvshmem();
                             for (int i = 0; i < reps; i++) {
-                                h.add(run_heap());
+                                h.add(run_heap(batch_bytes));
+                                u.add(run_heap(0));
                                 v.add(run_nvshmem());
                             }
                         }
                         upcxx::barrier();
                         if (active && (d != "both" || me == 0 || me == 1)) {
                             const char *label = d == "both" ? (putting ? "both/put" : "both/get") : dir;
-                            std::printf("FLOOD %s %zu %zu %.2f %.2f %.2f %.2f %.3f\n", label, n, w, h.lo * 1e6,
-                                        h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo);
+                            std::printf("FLOOD %s %zu %zu %.2f %.2f %.2f %.2f %.2f %.2f %.3f %.3f\n", label, n, w,
+                                        h.lo * 1e6, h.hi * 1e6, u.lo * 1e6, u.hi * 1e6, v.lo * 1e6, v.hi * 1e6,
+                                        v.lo / h.lo, u.lo / h.lo);
                             std::fflush(stdout);
                         }
                         upcxx::barrier();
