@@ -14,7 +14,8 @@
 // tells that every copy up to a sequence number landed: a copy issued while no mark is pending
 // gets one of its own (a lone copy completes as soon as it lands), and a completion LPC that
 // finds its copy uncovered records one after every copy issued so far, which the others share. A
-// flood of copies costs one cudaMemcpyAsync and one LPC each and a few events in all.
+// flood of copies costs one cudaMemcpyAsync (batched: one kernel launch per
+// UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX copies) and one LPC each, and a few events in all.
 //
 // Each completion LPC owns its copy and holds nothing of any other persona: a persona (or the
 // thread whose default persona it was) that goes away with copies in flight takes only their
