@@ -4,7 +4,7 @@
 //! where a global address is mapped in this process ([`local_mapping`]).
 //!
 //! `peers` and `translation` need nothing outside this directory but `crate::error` and
-//! `crate::heap`, so the loom model (`loom/`) compiles them as they are.
+//! `crate::heap`, so the loom model (`tests/loom/`) compiles them as they are.
 
 pub mod local_mapping;
 pub mod peers;

@@ -22,9 +22,10 @@
 //! function of one snapshot: the hot paths make one read with it, the slow paths read again and,
 //! when it refuses, explain why from the same snapshot.
 //!
-//! The protocol is model-checked with loom (`loom/`); under `--cfg loom` this file takes loom's
-//! atomics and mutex, and every read holds a loom cell of its snapshot that freeing the snapshot
-//! writes, so a snapshot freed while a reader may hold it is a reported causality violation.
+//! The protocol is model-checked with loom (`tests/loom/`); under `--cfg loom` this file takes
+//! loom's atomics and mutex, and every read holds a loom cell of its snapshot that freeing the
+//! snapshot writes, so a snapshot freed while a reader may hold it is a reported causality
+//! violation.
 
 use super::peers::Peers;
 use crate::error::{Error, Result, Status};
@@ -506,8 +507,8 @@ impl Table {
         let new = Box::into_raw(Box::new(next));
         m.published.push(new);
         self.current.0.store(new, Ordering::Release);
-        // The bug the loom model must catch (loom/, `--cfg uxn_loom_bug`): freeing the snapshot
-        // just replaced, which a reader may still be translating from.
+        // The bug the loom model must catch (`tests/loom/`, `--cfg uxn_loom_bug`): freeing the
+        // snapshot just replaced, which a reader may still be translating from.
         #[cfg(uxn_loom_bug)]
         if let Some(i) = m.published.iter().position(|&p| p == old) {
             m.published.swap_remove(i);

@@ -5,6 +5,8 @@
 //   finish(program)         every rank's failures summed, "RESULT <program> PASS|FAIL" on rank 0,
 //                           and the exit status (0 or 1)
 // copy_test_util.hpp prints its named RESULT lines through the same counter.
+// UXN_CHECK_NO_UPCXX defined before the include: a program without UPC++ (tests/standin's
+// cuda_smoke): rank '-', no expect_error, finish() counts this process alone.
 #ifndef UXN_CHECK_HPP
 #define UXN_CHECK_HPP
 
@@ -12,8 +14,10 @@
 #include <cstdio>
 #include <cstring>
 
+#ifndef UXN_CHECK_NO_UPCXX
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem/error.hpp"
+#endif
 
 namespace uxn_check {
 
@@ -35,14 +39,17 @@ inline bool check(bool ok, const char *fmt, ...) {
     va_start(ap, fmt);
     std::vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+#ifndef UXN_CHECK_NO_UPCXX
     if (upcxx::initialized())
         std::printf("CHECK rank %d %s: %s\n", upcxx::rank_me(), ok ? "PASS" : "FAIL", msg);
     else
+#endif
         std::printf("CHECK rank - %s: %s\n", ok ? "PASS" : "FAIL", msg);
     std::fflush(stdout);
     return ok;
 }
 
+#ifndef UXN_CHECK_NO_UPCXX
 /// f() must throw nvshmem_error with status `want` and a message containing `needle`.
 template <class F>
 void expect_error(upcxx_extra_nvshmem_status_t want, const char *needle, const char *what, F f) {
@@ -65,6 +72,15 @@ inline int finish(const char *program, const char *detail = "") {
     std::fflush(stdout);
     return total ? 1 : 0;
 }
+#else
+/// This process's failures; prints the RESULT line. Returns the exit status.
+inline int finish(const char *program, const char *detail = "") {
+    const int total = failures();
+    std::printf("RESULT %s %s: %d failures%s%s\n", program, total ? "FAIL" : "PASS", total, *detail ? " " : "", detail);
+    std::fflush(stdout);
+    return total ? 1 : 0;
+}
+#endif
 
 }  // namespace uxn_check
 

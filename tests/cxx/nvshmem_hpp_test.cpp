@@ -9,7 +9,7 @@
 //      goes out of scope without destroy() (a warning, no abort), and construction after it;
 //   4. BENCH lines (not asserted): construction time, to_global_ptr/from_global_ptr against UPC++'s
 //      own device_allocator::to_global_ptr in the same run.
-// Exits 77 (skipped) without a GPU. Run by gpu/run-gpu-tests.sh:  upcxx-run -n 2 ./nvshmem_hpp_test
+// Exits 77 (skipped) without a GPU. Run by scripts/gpu-tests.sh:  upcxx-run -n 2 ./nvshmem_hpp_test
 #include <cuda_runtime.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>

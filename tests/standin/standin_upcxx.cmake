@@ -33,6 +33,8 @@ foreach(_install IN LISTS UXN_STANDIN_UPCXX_INSTALLS)
   add_executable(${_t} smoke/upcxx_copy.cpp)
   target_compile_options(${_t} PRIVATE ${_pp} ${_cxx})
   target_link_libraries(${_t} PRIVATE uxn_standin_cuda ${_lib})
+  # The C++ tests' check.hpp (tests/cxx) and the library's error.hpp it includes.
+  target_include_directories(${_t} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/../cxx" "${CMAKE_CURRENT_SOURCE_DIR}/../../include")
   add_test(NAME ${_t} COMMAND "${_install}/bin/upcxx-run" -n 2 $<TARGET_FILE:${_t}>)
   set_tests_properties(${_t} PROPERTIES ENVIRONMENT "${_standin_env};${_upcxx_env}" TIMEOUT 120
     PASS_REGULAR_EXPRESSION "RESULT upcxx_copy PASS" FAIL_REGULAR_EXPRESSION "CHECK rank [0-9]+ FAIL")

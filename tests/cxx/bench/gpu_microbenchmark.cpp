@@ -59,8 +59,8 @@
 //                  CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note
 //                (value NA with a note where a column is not applicable or skipped; a header
 //                line "CSV,variant,..." first); scripts/plot-microbench.py reads them.
-//   -s <bytes>   the smallest copy of the bandwidth tables (UPC++: 1; gpu/run-microbench.sh: 8)
-//   -x <bytes>   one extra row after the doubling ones (64 MiB in gpu/run-microbench.sh), run with
+//   -s <bytes>   the smallest copy of the bandwidth tables (UPC++: 1; scripts/gpu-microbench.sh: 8)
+//   -x <bytes>   one extra row after the doubling ones (64 MiB in scripts/gpu-microbench.sh), run with
 //   -xw <n>      its own window (default 4: 100 copies of 64 MiB in flight would need UPC++ bounce
 //                buffers beyond a 1 GB shared heap)
 // With UPC++ 2020.10 (no remote_cx on copy) the "flood remote_cx" tables are skipped, visibly
