@@ -47,6 +47,59 @@ struct rank_entry {
     std::size_t mapped;    // bytes mapped from base now
     std::size_t reserved;  // bytes reserved from base (NVSHMEM's heap_size)
 };
+
+/// A scalar member (a flag, a counter, a raw pointer, a span) that a move leaves value-initialised
+/// in its source, where the scalar's own move would copy it: with it a class's moves can be
+/// `= default` and still leave the moved-from object holding nothing.
+template <class T>
+class moved_from_reset {
+    static_assert(std::is_scalar<T>::value, "moved_from_reset holds a scalar");
+
+public:
+    moved_from_reset() = default;
+    moved_from_reset(T v) noexcept : v_(v) {}  // NOLINT: implicit, as the scalar it stands for
+    moved_from_reset(const moved_from_reset &) = delete;
+    moved_from_reset &operator=(const moved_from_reset &) = delete;
+    moved_from_reset(moved_from_reset &&o) noexcept : v_(std::exchange(o.v_, T{})) {}
+    moved_from_reset &operator=(moved_from_reset &&o) noexcept {
+        v_ = std::exchange(o.v_, T{});
+        return *this;
+    }
+    moved_from_reset &operator=(T v) noexcept {
+        v_ = v;
+        return *this;
+    }
+    operator T() const noexcept { return v_; }  // NOLINT: reads as the scalar
+
+private:
+    T v_{};
+};
+
+/// nvshmem_heap's members, apart so that its moves are this class's defaulted ones: a move leaves
+/// the source inactive and empty (the moved_from_reset members reset; a moved std::vector is
+/// empty and its storage, which newest_ points into, moves with it; a moved shared_ptr is null)
+/// with info_ copied, as a destroyed heap keeps it.
+class heap_state {
+protected:
+    using backend = upcxx_backend;
+    struct peer_map {
+        std::uintptr_t lo;
+        std::size_t size;
+        int rank;
+    };
+
+    rank_entry info_{};
+    moved_from_reset<std::size_t> extent_;
+    moved_from_reset<bool> active_;
+    std::vector<backend::segment> segments_;        // this process's UPC++ device segments
+    std::vector<std::vector<device_gptr>> bases_;   // [segment][rank]: each segment's base on every rank
+    moved_from_reset<const device_gptr *> newest_;  // bases_.back().data(): new global pointers' bases
+    moved_from_reset<std::size_t> n_ranks_;         // bases_.back().size()
+    std::vector<std::uintptr_t> rank_bases_;        // [rank]: its heap base (a cache of the C table's; public-API mode)
+    std::vector<peer_map> peer_maps_;               // the peers' heaps as mapped here
+    moved_from_reset<std::uintptr_t> raw_lo_, raw_span_;  // the span of this heap and the peers' mappings
+    std::shared_ptr<copy_engine> engine_;
+};
 }  // namespace detail
 
 /// NVSHMEM's symmetric heap as a private UPC++ device segment.
@@ -66,8 +119,7 @@ struct rank_entry {
 /// Thread safety: to_global_ptr / from_global_ptr / copy / accessors may run on any thread (a
 /// copy completes on the persona that called it); the constructor, update(), destroy() and moves
 /// must not run concurrently with them.
-class nvshmem_heap {
-    using backend = detail::upcxx_backend;
+class nvshmem_heap : private detail::heap_state {
     friend struct detail::copy_path<nvshmem_heap>;  // the copy path (copy.hpp) reads the heap's state
 
 public:
@@ -126,12 +178,12 @@ public:
     nvshmem_heap(const nvshmem_heap &) = delete;
     nvshmem_heap &operator=(const nvshmem_heap &) = delete;
 
-    nvshmem_heap(nvshmem_heap &&o) noexcept { take(o); }
+    nvshmem_heap(nvshmem_heap &&) = default;  // the source is left inactive (detail::heap_state)
     /// Assigning over an active heap destroys it first (collective, like destroy()).
     nvshmem_heap &operator=(nvshmem_heap &&o) {
         if (this != &o) {
             destroy();
-            take(o);
+            heap_state::operator=(std::move(o));
         }
         return *this;
     }
@@ -556,7 +608,8 @@ private:
         bases_.clear();
         rank_bases_.clear();
         peer_maps_.clear();
-        raw_lo_ = raw_span_ = 0;
+        raw_lo_ = 0;
+        raw_span_ = 0;
         newest_ = nullptr;
         n_ranks_ = 0;
         extent_ = 0;
@@ -579,48 +632,8 @@ private:
         }
         release();
     }
-
-    void take(nvshmem_heap &o) noexcept {
-        info_ = o.info_;
-        extent_ = o.extent_;
-        active_ = o.active_;
-        segments_ = std::move(o.segments_);
-        bases_ = std::move(o.bases_);
-        rank_bases_ = std::move(o.rank_bases_);
-        newest_ = o.newest_;  // the moved vector keeps its storage
-        n_ranks_ = o.n_ranks_;
-        peer_maps_ = std::move(o.peer_maps_);
-        raw_lo_ = o.raw_lo_;
-        raw_span_ = o.raw_span_;
-        engine_ = std::move(o.engine_);
-        o.active_ = false;
-        o.extent_ = 0;
-        o.segments_.clear();
-        o.bases_.clear();
-        o.rank_bases_.clear();
-        o.newest_ = nullptr;
-        o.n_ranks_ = 0;
-        o.peer_maps_.clear();
-        o.raw_lo_ = o.raw_span_ = 0;
-    }
-
-    detail::rank_entry info_{};
-    std::size_t extent_ = 0;
-    bool active_ = false;
-    std::vector<backend::segment> segments_;       // this process's UPC++ device segments
-    std::vector<std::vector<device_gptr>> bases_;  // [segment][rank]: each segment's base on every rank
-    const device_gptr *newest_ = nullptr;          // bases_.back().data(): new global pointers' bases
-    std::size_t n_ranks_ = 0;                      // bases_.back().size()
-    std::vector<std::uintptr_t> rank_bases_;       // [rank]: its heap base (a cache of the C table's; public-API mode)
-    struct peer_map {
-        std::uintptr_t lo;
-        std::size_t size;
-        int rank;
-    };
-    std::vector<peer_map> peer_maps_;           // the peers' heaps as mapped here
-    std::uintptr_t raw_lo_ = 0, raw_span_ = 0;  // the span of this heap and the peers' mappings
-    std::shared_ptr<detail::copy_engine> engine_;
 };
+static_assert(std::is_nothrow_move_constructible<nvshmem_heap>::value, "nvshmem_heap's move must not throw");
 
 }  // namespace extra
 }  // namespace upcxx
