@@ -38,8 +38,9 @@ namespace upcxx {
 namespace extra {
 namespace detail {
 
-/// nvshmem_heap::copy and copy_after for the heap type `Heap` (nvshmem_heap, whose friend this
-/// is: it reads the heap's state, its engine and its segment check).
+/// nvshmem_heap::copy and copy_after over the heap's state `Heap` (heap.hpp's detail::heap_state),
+/// read through its public interface only: its engine, its segment and raw span checks, its
+/// extent and its error messages.
 template <class Heap>
 struct copy_path {
     using backend = upcxx_backend;
@@ -129,9 +130,9 @@ struct copy_path {
     static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         refuse_upcxx_crash(src, dst);
-        h.engine_->count_fallback();
+        h.engine().count_fallback();
         if (after.set) wait_for(after.stream);
-        std::shared_ptr<std::atomic<long>> in_flight = h.engine_->fallbacks_in_flight();
+        std::shared_ptr<std::atomic<long>> in_flight = h.engine().fallbacks_in_flight();
         in_flight->fetch_add(1);
         try {
             return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
@@ -164,7 +165,7 @@ struct copy_path {
             both_heap = heap_s && heap_d;
             if (!(heap_s || heap_d))  // no end in the heap: upcxx::copy as the caller wrote it
                 return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
-            if ((cx::want_remote && !cx::fast_remote) || h.engine_->force_fallback()) from = to = nullptr;
+            if ((cx::want_remote && !cx::fast_remote) || h.engine().force_fallback()) from = to = nullptr;
         }
         if (!from || !to)
             return fallback(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
@@ -176,7 +177,7 @@ struct copy_path {
         f->rank_s = rank_s;
         f->rank_d = rank_d;
         fast_flight<S, D, Cxs> &fl = *f;
-        h.engine_->start(std::move(f), to, from, after, both_heap);  // throws: nothing copied, nothing notified
+        h.engine().start(std::move(f), to, from, after, both_heap);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
         return cx::returner(fl.here, false)();  // the flight completes only in progress, later
     }
@@ -216,8 +217,8 @@ struct copy_path {
 
     // A heap that can copy here: active, and made in this process (not a fork() parent's).
     static void check_usable(const Heap &h) {
-        if (!h.active_) throw Heap::inactive("nvshmem_heap::copy");
-        if (h.engine_->forked()) throw forked_error("nvshmem_heap::copy");
+        if (!h.active()) throw Heap::inactive("nvshmem_heap::copy");
+        if (h.engine().forked()) throw forked_error("nvshmem_heap::copy");
     }
     // The checks of every copy that may have a device end, in both modes.
     template <class S, class D>
@@ -300,9 +301,9 @@ struct copy_path {
     template <class T>
     static void not_into_heap(const Heap &h, T *p, const char *which) {
         const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
-        if (a - h.raw_lo_ >= h.raw_span_) return;  // outside every heap (and any pointer once destroyed)
-        const std::size_t off = a - h.info_.base;
-        if (off < h.info_.reserved)
+        if (!h.in_raw_span(a)) return;  // outside every heap (and any pointer once destroyed)
+        const std::size_t off = h.own_offset(a);
+        if (off < h.own_reserved())
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
                                 std::string("nvshmem_heap::copy: the ") + which +
                                     " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
@@ -324,11 +325,11 @@ struct copy_path {
                 upcxx::static_kind_cast<upcxx::memory_kind::cuda_device>(p));
             const std::ptrdiff_t off = h.segment_offset_public(c, static_cast<std::size_t>(rank));
             if (off >= 0 &&
-                (static_cast<std::size_t>(off) > h.extent_ || bytes > h.extent_ - static_cast<std::size_t>(off)))
+                (static_cast<std::size_t>(off) > h.extent() || bytes > h.extent() - static_cast<std::size_t>(off)))
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
                                     std::string("nvshmem_heap::copy: the ") + which + " range (heap offset " +
                                         std::to_string(off) + ", " + std::to_string(bytes) + " bytes) on rank " +
-                                        std::to_string(rank) + " runs past the " + std::to_string(h.extent_) +
+                                        std::to_string(rank) + " runs past the " + std::to_string(h.extent()) +
                                         " bytes this nvshmem_heap covers (after nvshmem_malloc grew the heap, call "
                                         "update() collectively)");
         }

@@ -82,6 +82,89 @@ private:
 class heap_state {
 protected:
     using backend = upcxx_backend;
+
+public:
+    // ---- what the copy path (copy.hpp) reads: its narrow interface to the heap -----------------
+
+    static nvshmem_error inactive(const char *fn) {
+        return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
+                             std::string(fn) + ": this nvshmem_heap was destroyed or moved from",
+                             nvshmem_errc::heap_inactive);
+    }
+    bool active() const noexcept { return active_; }
+    /// The fast copy engine; only while active().
+    copy_engine &engine() const noexcept { return *engine_; }
+    /// The extent UPC++ can address from each PE's base (nvshmem_heap::extent()).
+    std::size_t extent() const noexcept { return extent_; }
+    /// Whether the raw address `a` may be in this heap or a peer's heap as mapped here: false for
+    /// every pointer outside their span (one subtraction), and for every pointer once destroyed.
+    bool in_raw_span(std::uintptr_t a) const noexcept { return a - raw_lo_ < raw_span_; }
+    /// The offset of the raw address `a` in this process's own heap, or reserved bytes or more
+    /// when it is not in it.
+    std::size_t own_offset(std::uintptr_t a) const noexcept { return a - info_.base; }
+    std::size_t own_reserved() const noexcept { return info_.reserved; }
+
+    // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
+    // pointer arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is
+    // given. The usual answer (the newest segment) is inline: from_global_ptr and copy ask it per
+    // call.
+    bool owns(const detail::gptr_view &v, const char *fn) const {
+        if (static_cast<unsigned>(v.rank) < n_ranks_ && v.kind == upcxx::memory_kind::cuda_device &&
+            backend::segment_of(newest_[static_cast<std::size_t>(v.rank)]) == v.segment)
+            return true;
+        return owns_other(v, fn);
+    }
+    bool owns_other(const detail::gptr_view &v, const char *fn) const {
+        if (v.rank < 0 || v.rank >= static_cast<int>(n_ranks())) {
+            if (!fn) return false;
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK,
+                                std::string(fn) + ": rank " + std::to_string(v.rank) + " is not a rank of this heap (" +
+                                    std::to_string(n_ranks()) + " ranks)");
+        }
+        if (v.kind != upcxx::memory_kind::cuda_device) return false;
+        const std::size_t r = static_cast<std::size_t>(v.rank);
+        for (std::size_t s = 0; s + 1 < bases_.size(); s++)  // older segments (native memory kinds)
+            if (backend::segment_of(bases_[s][r]) == v.segment) return true;
+        return false;
+    }
+    std::size_t n_ranks() const noexcept { return n_ranks_; }
+
+    // A raw pointer `a` inside the span of the heaps mapped here: an error when it is inside a
+    // peer's heap as NVSHMEM maps it in this process (copy.hpp).
+    void not_a_peer_mapping(std::uintptr_t a, const char *which) const {
+        for (const peer_map &m : peer_maps_)
+            if (a - m.lo < m.size)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string("nvshmem_heap::copy: the ") + which + " is a raw pointer into rank " +
+                                        std::to_string(m.rank) +
+                                        "'s NVSHMEM heap as this process maps it (nvshmem_ptr; heap offset " +
+                                        std::to_string(a - m.lo) +
+                                        "); upcxx::copy reads a T* as this process's host memory: pass "
+                                        "heap.to_global_ptr(sym, pe) instead");
+    }
+
+    using const_device_gptr = upcxx::global_ptr<const char, upcxx::memory_kind::cuda_device>;
+    // Public-API mode: the offset of `p` (a pointer to rank `r`) in one of this heap's segments,
+    // -1 when it is not in one.
+    std::ptrdiff_t segment_offset_public(const const_device_gptr &p, std::size_t r) const {
+        for (std::size_t s = bases_.size(); s-- > 0;) {
+            const const_device_gptr b = bases_[s][r];
+            const std::ptrdiff_t o = p - b;  // debug codemode: UPC++ asserts one segment
+            if (o >= 0 && b + o == p) return o;
+        }
+        return -1;
+    }
+
+    // The C library's error; past the extent, it says what to do about it.
+    nvshmem_error translation_error(upcxx_extra_nvshmem_status_t s) const {
+        nvshmem_error e = detail::c_error(s);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP) return e;
+        return nvshmem_error(s, std::string(e.what()) + " (this nvshmem_heap covers " + std::to_string(extent_) +
+                                    " bytes of each PE's heap: after nvshmem_malloc grew the heap, call update() "
+                                    "collectively)");
+    }
+
+protected:
     struct peer_map {
         std::uintptr_t lo;
         std::size_t size;
@@ -120,8 +203,6 @@ protected:
 /// copy completes on the persona that called it); the constructor, update(), destroy() and moves
 /// must not run concurrently with them.
 class nvshmem_heap : private detail::heap_state {
-    friend struct detail::copy_path<nvshmem_heap>;  // the copy path (copy.hpp) reads the heap's state
-
 public:
     using device_gptr = detail::device_gptr;
     using copy_counts = detail::copy_engine::counts_t;
@@ -342,7 +423,8 @@ public:
     /// heap, or a CUDA error when the copy is issued.
     template <class... A>
     auto copy(A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return detail::copy_path<nvshmem_heap>::dispatch(*this, detail::stream_order::none(), std::forward<A>(a)...);
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::none(),
+                                                               std::forward<A>(a)...);
     }
 
     /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
@@ -352,8 +434,8 @@ public:
     /// runs), cudaStreamLegacy, cudaStreamPerThread and created streams.
     template <class... A>
     auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return detail::copy_path<nvshmem_heap>::dispatch(*this, detail::stream_order::after(stream),
-                                                         std::forward<A>(a)...);
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::after(stream),
+                                                               std::forward<A>(a)...);
     }
 
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued
@@ -368,44 +450,6 @@ public:
 private:
     // ---- which memory is this heap's -----------------------------------------------------------
 
-    // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
-    // pointer arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is
-    // given. The usual answer (the newest segment) is inline: from_global_ptr and copy ask it per
-    // call.
-    bool owns(const detail::gptr_view &v, const char *fn) const {
-        if (static_cast<unsigned>(v.rank) < n_ranks_ && v.kind == upcxx::memory_kind::cuda_device &&
-            backend::segment_of(newest_[static_cast<std::size_t>(v.rank)]) == v.segment)
-            return true;
-        return owns_other(v, fn);
-    }
-    bool owns_other(const detail::gptr_view &v, const char *fn) const {
-        if (v.rank < 0 || v.rank >= static_cast<int>(n_ranks())) {
-            if (!fn) return false;
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK,
-                                std::string(fn) + ": rank " + std::to_string(v.rank) + " is not a rank of this heap (" +
-                                    std::to_string(n_ranks()) + " ranks)");
-        }
-        if (v.kind != upcxx::memory_kind::cuda_device) return false;
-        const std::size_t r = static_cast<std::size_t>(v.rank);
-        for (std::size_t s = 0; s + 1 < bases_.size(); s++)  // older segments (native memory kinds)
-            if (backend::segment_of(bases_[s][r]) == v.segment) return true;
-        return false;
-    }
-    std::size_t n_ranks() const noexcept { return n_ranks_; }
-
-    // A raw pointer `a` inside the span of the heaps mapped here: an error when it is inside a
-    // peer's heap as NVSHMEM maps it in this process (copy.hpp).
-    void not_a_peer_mapping(std::uintptr_t a, const char *which) const {
-        for (const peer_map &m : peer_maps_)
-            if (a - m.lo < m.size)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string("nvshmem_heap::copy: the ") + which + " is a raw pointer into rank " +
-                                        std::to_string(m.rank) +
-                                        "'s NVSHMEM heap as this process maps it (nvshmem_ptr; heap offset " +
-                                        std::to_string(a - m.lo) +
-                                        "); upcxx::copy reads a T* as this process's host memory: pass "
-                                        "heap.to_global_ptr(sym, pe) instead");
-    }
     // The peers' heaps as NVSHMEM maps them here (nvshmem_ptr of each base; none without P2P).
     void map_peers(const std::vector<detail::rank_entry> &all) {
         peer_maps_.clear();
@@ -433,17 +477,6 @@ private:
     // asserts in operator- that both pointers name one segment: there, a pointer of another
     // allocator ends the program in UPC++'s check instead of OUT_OF_HEAP. The address on that
     // rank is its heap base (rank_bases_) plus the offset, which the C library translates.
-    using const_device_gptr = upcxx::global_ptr<const char, upcxx::memory_kind::cuda_device>;
-    // Public-API mode: the offset of `p` (a pointer to rank `r`) in one of this heap's segments,
-    // -1 when it is not in one.
-    std::ptrdiff_t segment_offset_public(const const_device_gptr &p, std::size_t r) const {
-        for (std::size_t s = bases_.size(); s-- > 0;) {
-            const const_device_gptr b = bases_[s][r];
-            const std::ptrdiff_t o = p - b;  // debug codemode: UPC++ asserts one segment
-            if (o >= 0 && b + o == p) return o;
-        }
-        return -1;
-    }
     template <class T>
     std::pair<T *, int> from_global_ptr_public(const const_device_gptr &p, T *) const {
         const int rank = p.where();
@@ -557,21 +590,6 @@ private:
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
         extent_ = mapped;
         map_peers(all);
-    }
-
-    // The C library's error; past the extent, it says what to do about it.
-    nvshmem_error translation_error(upcxx_extra_nvshmem_status_t s) const {
-        nvshmem_error e = detail::c_error(s);
-        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP) return e;
-        return nvshmem_error(s, std::string(e.what()) + " (this nvshmem_heap covers " + std::to_string(extent_) +
-                                    " bytes of each PE's heap: after nvshmem_malloc grew the heap, call update() "
-                                    "collectively)");
-    }
-
-    static nvshmem_error inactive(const char *fn) {
-        return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
-                             std::string(fn) + ": this nvshmem_heap was destroyed or moved from",
-                             nvshmem_errc::heap_inactive);
     }
 
     // destroy(): every fast copy landed (the host waits), one progress (this persona's
