@@ -3,8 +3,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // The heap's state has one owner, the C library: the heap, every PE's base and rank, the extent
-// UPC++ covers, and every translation and bound check. This class holds only what UPC++ needs
-// (its segments and their base global pointers) and runs the collectives.
+// UPC++ covers, and every translation and bound check. This class holds what UPC++ needs (its
+// segments and their base global pointers), runs the collectives, and keeps a read-only cache of
+// the few values of the C table that its per-call checks read (detail::heap_state says which and
+// why: the C library answers none of them without a lock).
 #ifndef UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 #define UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 
@@ -171,16 +173,23 @@ protected:
         int rank;
     };
 
-    rank_entry info_{};
-    moved_from_reset<std::size_t> extent_;
+    // A cache of the C table's state, refreshed at construction and update() and never written
+    // elsewhere: to_global_ptr, from_global_ptr and copy's range checks read it on every call,
+    // and the C library has no lock-free call that answers it (heap_query is a serialised writer
+    // that re-reads NVSHMEM; the extent given to set_extent and the bases given to set_peers
+    // have no getter).
+    rank_entry info_{};                       // this PE's heap (base, reserved, PE, device): heap_query's answer
+    moved_from_reset<std::size_t> extent_;    // what set_extent was told last
+    std::vector<std::uintptr_t> rank_bases_;  // [rank]: its heap base as set_peers was told (public-API mode)
+    std::vector<peer_map> peer_maps_;         // the peers' heaps as local_ptr maps them here
+    moved_from_reset<std::uintptr_t> raw_lo_, raw_span_;  // the span of this heap and the peers' mappings
+
+    // Not the C table's: UPC++'s objects and the copy engine.
     moved_from_reset<bool> active_;
     std::vector<backend::segment> segments_;        // this process's UPC++ device segments
     std::vector<std::vector<device_gptr>> bases_;   // [segment][rank]: each segment's base on every rank
     moved_from_reset<const device_gptr *> newest_;  // bases_.back().data(): new global pointers' bases
     moved_from_reset<std::size_t> n_ranks_;         // bases_.back().size()
-    std::vector<std::uintptr_t> rank_bases_;        // [rank]: its heap base (a cache of the C table's; public-API mode)
-    std::vector<peer_map> peer_maps_;               // the peers' heaps as mapped here
-    moved_from_reset<std::uintptr_t> raw_lo_, raw_span_;  // the span of this heap and the peers' mappings
     std::shared_ptr<copy_engine> engine_;
 };
 }  // namespace detail
