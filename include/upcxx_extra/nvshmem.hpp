@@ -37,6 +37,7 @@
 #define UPCXX_EXTRA_NVSHMEM_HPP
 
 #include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra/nvshmem/policy.hpp"
 #include "upcxx_extra/nvshmem/collective.hpp"
 #include "upcxx_extra/nvshmem/backend.hpp"
 #include "upcxx_extra/nvshmem/copy_engine.hpp"

@@ -33,10 +33,8 @@
 #include <upcxx/upcxx.hpp>
 
 #include <atomic>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -49,6 +47,7 @@
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
 #include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra/nvshmem/policy.hpp"  // copy_policy: the knobs
 #include "upcxx_extra_nvshmem.h"
 
 namespace upcxx {
@@ -127,49 +126,6 @@ private:
 };
 using cuda_event = cuda_owned<cudaEvent_t, &cudaEventDestroy>;
 using cuda_stream = cuda_owned<cudaStream_t, &cudaStreamDestroy>;
-
-/// How heap.copy chooses its path: the one place the environment is read (a heap reads it once, at
-/// construction; docs/copy.md lists the knobs).
-///   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
-///     fast: the fast path, small copies with heap memory at both ends batched; unbatched: the
-///     fast path, one cudaMemcpyAsync per copy; upcxx: every copy with a heap end is upcxx::copy.
-///   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144): the largest copy batched; 0 batches
-///     none. Above it a copy engine beats a kernel on one lone copy (BENCHMARKS.md).
-struct copy_policy {
-    static constexpr std::size_t default_batch_bytes = 262144;
-    bool upcxx_only = false;                        // every copy with a heap end is upcxx::copy
-    std::size_t batch_bytes = default_batch_bytes;  // the largest copy batched (0: none)
-
-    /// The policy the environment asks for; throws nvshmem_error (INVALID_ARGUMENT) naming the
-    /// variable for a value it does not take.
-    static copy_policy from_environment() {
-        copy_policy p;
-        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY")) {
-            const std::string s(v);
-            if (s == "upcxx")
-                p.upcxx_only = true;
-            else if (s == "unbatched")
-                p.batch_bytes = 0;
-            else if (s != "fast" && !s.empty())
-                throw nvshmem_error(
-                    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                    "nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY is \"" + s + "\"; it takes fast, unbatched or upcxx",
-                    nvshmem_errc::bad_environment);
-        }
-        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES")) {
-            char *end = nullptr;
-            errno = 0;
-            const unsigned long long n = std::strtoull(v, &end, 10);
-            if (*v == '\0' || *v == '-' || *end != '\0' || errno == ERANGE)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string("nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is \"") + v +
-                                        "\"; it takes a number of bytes (0: no batching)",
-                                    nvshmem_errc::bad_environment);
-            if (p.batch_bytes != 0) p.batch_bytes = static_cast<std::size_t>(n);
-        }
-        return p;
-    }
-};
 
 /// The error of every heap call in a fork() child of the process that made the heap.
 inline nvshmem_error forked_error(const char *fn) {

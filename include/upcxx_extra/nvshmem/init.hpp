@@ -15,7 +15,8 @@
 // ABI. So this header includes none of NVSHMEM's headers (they need CCCL), a program that never
 // calls NVSHMEM itself needs no NVSHMEM at build time, and a missing NVSHMEM is an exception on
 // every rank instead of a loader error. This header keeps the UPC++ side: the collective rounds,
-// the unique id's bytes broadcast by UPC++, the GPU selection and the device library's hooks.
+// the unique id's bytes broadcast by UPC++, the GPU selection's CUDA calls (its rule, and the
+// environment nvshmem_init() sets, are policy.hpp's) and the device library's hooks.
 //
 // NVSHMEM's device library (libnvshmem_device.a, linked with nvcc -rdc=true by programs with their
 // own NVSHMEM kernels) keeps the state its device functions read; it is initialised only when
@@ -42,6 +43,7 @@
 #include "upcxx_extra/nvshmem/collective.hpp"
 #include "upcxx_extra/nvshmem/device_hooks.hpp"
 #include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra/nvshmem/policy.hpp"  // env_override, choose_device
 
 namespace upcxx {
 namespace extra {
@@ -63,34 +65,6 @@ struct nvshmem_init_options {
 
 namespace detail {
 
-// Sets the environment variable `name` to `value` while it lives (NVSHMEM reads its settings from
-// the environment when it initialises), then puts back what was there. `value` 0: no change.
-class env_override {
-public:
-    env_override(const char *name, std::size_t value) : name_(name) {
-        if (value == 0) return;
-        if (const char *prev = std::getenv(name)) {
-            had_ = true;
-            prev_ = prev;
-        }
-        set_ = ::setenv(name, std::to_string(value).c_str(), 1) == 0;
-    }
-    ~env_override() {
-        if (!set_) return;
-        if (had_)
-            ::setenv(name_, prev_.c_str(), 1);
-        else
-            ::unsetenv(name_);
-    }
-    env_override(const env_override &) = delete;
-    env_override &operator=(const env_override &) = delete;
-
-private:
-    const char *name_;
-    std::string prev_;
-    bool had_ = false, set_ = false;
-};
-
 /// NVSHMEM's host library, found (or loaded) by the C library, described in `info`.
 inline outcome load_nvshmem(upcxx_extra_nvshmem_nvshmem_info_t &info) {
     const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_nvshmem_load(&info);
@@ -100,8 +74,9 @@ inline outcome load_nvshmem(upcxx_extra_nvshmem_nvshmem_info_t &info) {
         "nvshmem_init: rank " + std::to_string(upcxx::rank_me()) + ": " + c_reason("upcxx_extra_nvshmem_nvshmem_load")};
 }
 
-/// This rank's device, made current with its primary context (NVSHMEM initialises on the context
-/// current at its init; with none it defers, and nvshmem_malloc & co. would initialise later).
+/// This rank's device (the rule is policy.hpp's choose_device), made current with its primary
+/// context (NVSHMEM initialises on the context current at its init; with none it defers, and
+/// nvshmem_malloc & co. would initialise later).
 inline outcome select_device(int requested, int &chosen, std::string &how) {
     const std::string me = std::to_string(upcxx::rank_me());
     auto cuda_failure = [&](const std::string &what, cudaError_t e) {
@@ -115,23 +90,18 @@ inline outcome select_device(int requested, int &chosen, std::string &how) {
     if (count <= 0)
         return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
                        "nvshmem_init: rank " + me + " has no usable CUDA device (cudaGetDeviceCount: 0 devices)"};
-    int dev = requested;
-    if (dev >= count)
+    if (requested >= count)
         return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
-                       "nvshmem_init: rank " + me + " asked for CUDA device " + std::to_string(dev) + " but " +
+                       "nvshmem_init: rank " + me + " asked for CUDA device " + std::to_string(requested) + " but " +
                            std::to_string(count) + " are visible"};
-    if (dev >= 0) {
-        how = "asked for";
-    } else {
+    int current = -1;  // the device of the CUDA context current on this thread, if any
+    if (requested < 0) {
         CUcontext ctx = nullptr;
-        if (cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && cudaGetDevice(&dev) == cudaSuccess && dev >= 0) {
-            how = "the current CUDA context's";
-        } else {
-            dev = upcxx::local_team().rank_me() % count;
-            how = "local rank " + std::to_string(upcxx::local_team().rank_me()) + " modulo " + std::to_string(count) +
-                  " devices";
-        }
+        int d = -1;
+        if (cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && cudaGetDevice(&d) == cudaSuccess && d >= 0)
+            current = d;
     }
+    const int dev = choose_device(requested, count, current, upcxx::local_team().rank_me(), how);  // policy.hpp
     e = cudaSetDevice(dev);
     if (e != cudaSuccess) return cuda_failure("cannot use CUDA device " + std::to_string(dev) + " (cudaSetDevice)", e);
     e = cudaFree(nullptr);  // creates the primary context and makes it current

@@ -1,0 +1,132 @@
+// upcxx-extra-nvshmem: the C++ layer's policy, in one place. Part of <upcxx_extra/nvshmem.hpp>.
+// SPDX-License-Identifier: BSD-3-Clause
+//
+// Every environment variable the C++ layer reads or writes, and its choice of GPU, are here; the
+// rest of the layer takes them as values (copy_policy, env_override, choose_device) and touches
+// neither the environment nor the choice itself.
+//
+// Read (copy_policy::from_environment, once per heap, at construction; docs/copy.md):
+//   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
+//   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144)
+//   A value the layer does not take fails the heap's construction on every rank (errc
+//   bad_environment).
+// Written (env_override, by nvshmem_init() only, for the duration of the call):
+//   NVSHMEM_SYMMETRIC_SIZE, when nvshmem_init_options::heap_size is not 0 (NVSHMEM reads its
+//   settings from the environment when it initialises); what was there is put back when
+//   nvshmem_init() returns. No other thread may read or change the environment meanwhile.
+// The GPU (choose_device, by nvshmem_init(); the CUDA calls that ask and set it are init.hpp's
+// select_device): nvshmem_init_options::device when set; else the device of the CUDA context
+// current on the calling thread; else upcxx::local_team().rank_me() modulo the visible devices.
+// The heap then uses the device NVSHMEM's heap is on (upcxx_extra_nvshmem_heap_query), and every
+// fast copy runs on it (copy_engine.hpp's device_scope): not a choice of the layer.
+// At build time, not run time: UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1 (a macro) forces the
+// public-API mode (upcxx_internals.hpp, docs/compatibility.md).
+#ifndef UPCXX_EXTRA_NVSHMEM_POLICY_HPP
+#define UPCXX_EXTRA_NVSHMEM_POLICY_HPP
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <string>
+
+#include "upcxx_extra/nvshmem/error.hpp"
+#include "upcxx_extra_nvshmem.h"
+
+namespace upcxx {
+namespace extra {
+namespace detail {
+
+/// How heap.copy chooses its path, as the environment asks (a heap reads it once, at construction;
+/// docs/copy.md lists the knobs; the copy engine, copy_engine.hpp, takes it as a value, and
+/// nvshmem_heap::set_copy_batch_bytes changes the batching limit at run time).
+///   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
+///     fast: the fast path, small copies with heap memory at both ends batched; unbatched: the
+///     fast path, one cudaMemcpyAsync per copy; upcxx: every copy with a heap end is upcxx::copy.
+///   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144): the largest copy batched; 0 batches
+///     none. Above it a copy engine beats a kernel on one lone copy (BENCHMARKS.md).
+struct copy_policy {
+    static constexpr std::size_t default_batch_bytes = 262144;
+    bool upcxx_only = false;                        // every copy with a heap end is upcxx::copy
+    std::size_t batch_bytes = default_batch_bytes;  // the largest copy batched (0: none)
+
+    /// The policy the environment asks for; throws nvshmem_error (INVALID_ARGUMENT) naming the
+    /// variable for a value it does not take.
+    static copy_policy from_environment() {
+        copy_policy p;
+        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY")) {
+            const std::string s(v);
+            if (s == "upcxx")
+                p.upcxx_only = true;
+            else if (s == "unbatched")
+                p.batch_bytes = 0;
+            else if (s != "fast" && !s.empty())
+                throw nvshmem_error(
+                    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                    "nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY is \"" + s + "\"; it takes fast, unbatched or upcxx",
+                    nvshmem_errc::bad_environment);
+        }
+        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES")) {
+            char *end = nullptr;
+            errno = 0;
+            const unsigned long long n = std::strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0' || errno == ERANGE)
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    std::string("nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is \"") + v +
+                                        "\"; it takes a number of bytes (0: no batching)",
+                                    nvshmem_errc::bad_environment);
+            if (p.batch_bytes != 0) p.batch_bytes = static_cast<std::size_t>(n);
+        }
+        return p;
+    }
+};
+
+// Sets the environment variable `name` to `value` while it lives (NVSHMEM reads its settings from
+// the environment when it initialises), then puts back what was there. `value` 0: no change.
+class env_override {
+public:
+    env_override(const char *name, std::size_t value) : name_(name) {
+        if (value == 0) return;
+        if (const char *prev = std::getenv(name)) {
+            had_ = true;
+            prev_ = prev;
+        }
+        set_ = ::setenv(name, std::to_string(value).c_str(), 1) == 0;
+    }
+    ~env_override() {
+        if (!set_) return;
+        if (had_)
+            ::setenv(name_, prev_.c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    env_override(const env_override &) = delete;
+    env_override &operator=(const env_override &) = delete;
+
+private:
+    const char *name_;
+    std::string prev_;
+    bool had_ = false, set_ = false;
+};
+
+/// This rank's GPU among `count` visible devices (count > 0): `requested` when it is a device
+/// index (the caller checked it is below `count`); else `current`, the device of the CUDA context
+/// current on the calling thread (-1: none); else `local_rank` modulo `count`. `how` says which,
+/// for nvshmem_init's messages.
+inline int choose_device(int requested, int count, int current, int local_rank, std::string &how) {
+    if (requested >= 0) {
+        how = "asked for";
+        return requested;
+    }
+    if (current >= 0) {
+        how = "the current CUDA context's";
+        return current;
+    }
+    how = "local rank " + std::to_string(local_rank) + " modulo " + std::to_string(count) + " devices";
+    return local_rank % count;
+}
+
+}  // namespace detail
+}  // namespace extra
+}  // namespace upcxx
+
+#endif  // UPCXX_EXTRA_NVSHMEM_POLICY_HPP
