@@ -18,6 +18,14 @@
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_HPP
 
+// dispatch() and its host-to-host path are inlined into the caller: a copy with host memory at
+// both ends costs what upcxx::copy costs plus one compare (BENCHMARKS.md, section 11).
+#if defined(__GNUC__)
+#define UPCXX_EXTRA_NVSHMEM_HOT __attribute__((always_inline)) inline
+#else
+#define UPCXX_EXTRA_NVSHMEM_HOT inline
+#endif
+
 #include <upcxx/upcxx.hpp>
 
 #include <cstddef>
@@ -72,7 +80,8 @@ struct copy_path {
     //   - the public-API mode, or completions the fast path cannot read: upcxx::copy, tracked;
     //   - else the fast path where it can, upcxx::copy (tracked when an end is heap memory).
     template <class S, class D, class... C>
-    static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+    UPCXX_EXTRA_NVSHMEM_HOT static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n,
+                                                 C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
@@ -110,7 +119,7 @@ struct copy_path {
 
     // upcxx::copy with the caller's arguments, after `after` (the host waits for it).
     template <class S, class D, class... C>
-    static auto plain(stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+    UPCXX_EXTRA_NVSHMEM_HOT static auto plain(stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         if (after.set) wait_for(after.stream);
         return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
@@ -299,9 +308,14 @@ struct copy_path {
     // or a peer's heap as NVSHMEM maps it here. One subtraction for the usual case (a host
     // pointer outside both); the C library's last error is left alone.
     template <class T>
-    static void not_into_heap(const Heap &h, T *p, const char *which) {
+    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &h, T *p, const char *which) {
         const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
-        if (!h.in_raw_span(a)) return;  // outside every heap (and any pointer once destroyed)
+        // Outside every heap (and any pointer once destroyed): one compare, inlined into the copy.
+        if (__builtin_expect(h.in_raw_span(a), 0)) refuse_raw_pointer(h, a, which);
+    }
+    // The rest of not_into_heap(), out of the copy's way: throws for a raw pointer into this
+    // heap or a peer's heap as mapped here.
+    [[gnu::cold, gnu::noinline]] static void refuse_raw_pointer(const Heap &h, std::uintptr_t a, const char *which) {
         const std::size_t off = h.own_offset(a);
         if (off < h.own_reserved())
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
