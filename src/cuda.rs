@@ -220,15 +220,16 @@ impl Drop for OnDevice {
     }
 }
 
-/// Enqueues every copy of `copies` (at most [`BATCH_MAX`], each between device addresses this
-/// process maps) on `stream` of `device` as one kernel launch, after the work queued there so far.
+/// Enqueues the first `count` copies of `batch` (1 to [`BATCH_MAX`], each between device
+/// addresses this process maps) on `stream` of `device` as one kernel launch, after the work
+/// queued there so far. `batch` is the kernel's parameter as it is passed (the rest of it unused).
 /// On an error nothing was enqueued.
 #[allow(unsafe_code)]
-pub fn copy_batch(device: i32, stream: usize, copies: &[BatchCopy]) -> Result<(), String> {
+pub fn copy_batch(device: i32, stream: usize, batch: &mut [BatchCopy; BATCH_MAX], count: usize) -> Result<(), String> {
+    // The caller checks `count` (the C ABI says why it refuses one); the kernel reads `count`
+    // descriptors, so this is a bound of memory safety, not a message.
+    assert!((1..=BATCH_MAX).contains(&count), "a batch holds 1 to {BATCH_MAX} copies, not {count}");
     need_driver()?;
-    if copies.is_empty() || copies.len() > BATCH_MAX {
-        return Err(format!("a batch holds 1 to {BATCH_MAX} copies, not {}", copies.len()));
-    }
     let (_on, ctx) = OnDevice::enter(device)?;
     let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
     let function = match kernels.iter().find(|k| k.ctx == ctx) {
@@ -245,18 +246,16 @@ pub fn copy_batch(device: i32, stream: usize, copies: &[BatchCopy]) -> Result<()
             function
         }
     };
-    let mut param = [BatchCopy::default(); BATCH_MAX];
-    param[..copies.len()].copy_from_slice(copies);
-    let largest = copies.iter().map(|c| c.bytes).max().unwrap_or(0);
+    let largest = batch[..count].iter().map(|c| c.bytes).max().unwrap_or(0);
     let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
-    let mut args = [param.as_mut_ptr() as *mut c_void];
+    let mut args = [batch.as_mut_ptr() as *mut c_void];
     // SAFETY: the kernel takes one parameter of BATCH_MAX descriptors, which `args[0]` points to
     // (the driver copies it at the launch); `stream` is a stream of this context.
     let r = unsafe {
         sys::cuLaunchKernel(
             function,
             blocks,
-            copies.len() as u32,
+            count as u32,
             1,
             BATCH_THREADS,
             1,

@@ -380,8 +380,7 @@ private:
             // Every copy before this one is over once the stream is; this one and every later
             // one (the batch holds the newest copies) failed with `e`.
             const cudaError_t w = cudaStreamSynchronize(stream_.get());
-            for (mark &m : marks_) events_.push_back(std::move(m.event));
-            marks_.clear();
+            retire_marks();
             settle_through(batch_seq_[i] - 1, w);
             failures_.push_back(failure{batch_seq_[i], issued_, e, 0});
             settle_through(issued_, cudaSuccess);
@@ -429,9 +428,13 @@ private:
     }
     // Under mu_: the stream was waited for with outcome `e`: every copy issued is over.
     void settle_all(cudaError_t e) {
+        retire_marks();
+        settle_through(issued_, e);
+    }
+    // Under mu_: the stream was waited for: every mark is past, its event back to the pool.
+    void retire_marks() {
         for (mark &m : marks_) events_.push_back(std::move(m.event));
         marks_.clear();
-        settle_through(issued_, e);
     }
     // Under mu_: the failure that covers the landed copy `seq`, or nullptr.
     failure *failure_of(std::uint64_t seq) {
