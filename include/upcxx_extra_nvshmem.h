@@ -171,6 +171,41 @@ typedef struct upcxx_extra_nvshmem_heap_info_t {
 } upcxx_extra_nvshmem_heap_info_t;
 
 /**
+ * The table as translation uses it (`upcxx_extra_nvshmem_table_view`).
+ */
+typedef struct upcxx_extra_nvshmem_table_view_t {
+  /**
+   * First byte of the local heap.
+   */
+  void *base;
+  /**
+   * The heap's reserved size in bytes.
+   */
+  size_t size;
+  /**
+   * The bytes of each PE's heap every translation is bounded by: the extent given to
+   * `set_extent`, else `size`.
+   */
+  size_t extent;
+  /**
+   * This process's PE.
+   */
+  int my_pe;
+  /**
+   * Number of PEs.
+   */
+  int n_pes;
+  /**
+   * CUDA device ordinal holding the heap, -1 when unknown.
+   */
+  int device;
+  /**
+   * Whether a peer table is set (`set_peers`, `set_peers_from_nvshmem`).
+   */
+  bool peers_set;
+} upcxx_extra_nvshmem_table_view_t;
+
+/**
  * One PE's entry for `upcxx_extra_nvshmem_set_peers`, indexed by PE.
  */
 typedef struct upcxx_extra_nvshmem_peer_t {
@@ -374,6 +409,59 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_to_offset(const void *sym_
  * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET; OUT_OF_HEAP. Thread safety: any thread, lock-free.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_offset(const void *addr, size_t *offset);
+
+/**
+ * The offset of the `len` bytes at `sym_addr` in the local heap, checked against the local heap
+ * and the extent (`set_extent`) in one check (`len` 0 checks the address alone): `to_offset`
+ * toward this process's own PE, without a peer table.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`sym_addr` or `offset` NULL); TABLE_NOT_SET (no heap; never runs
+ * discovery); OUT_OF_HEAP (the address, or the range's end, outside the local heap or past the
+ * extent). `offset` is written only on OK. Thread safety: any thread, lock-free.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_local_offset(const void *sym_addr,
+                                                                   size_t len,
+                                                                   size_t *offset);
+
+/**
+ * The symmetric address (in the local heap) and PE of the `len` bytes at heap offset `offset`
+ * of UPC++ rank `rank` (`len` 0 checks the offset alone), checked against the extent
+ * (`set_extent`): `from_global_ptr` for a caller that knows the offset, not the address, on that
+ * rank (a PGAS layer's offset into the segment it made over the heap).
+ *
+ * Statuses: OK; NULL_ARGUMENT (`sym_addr` or `pe` NULL); TABLE_NOT_SET (no heap, or no peer
+ * table; never runs discovery); BAD_RANK; OUT_OF_HEAP (the offset, or the range's end, past the
+ * heap or the extent). The outputs are written only on OK. Thread safety: any thread, lock-free.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_offset(int rank,
+                                                                  size_t offset,
+                                                                  size_t len,
+                                                                  void **sym_addr,
+                                                                  int *pe);
+
+/**
+ * OK when `ptr` is not NVSHMEM heap memory as this process addresses it: neither in the local
+ * heap nor in another PE's heap as NVSHMEM maps it here (`nvshmem_ptr`, P2P peers). For a layer
+ * that takes a raw pointer as the caller's own host memory (as `upcxx::copy` does a `T*`) and
+ * must refuse heap memory passed that way. Without a heap every pointer is OK. One read and one
+ * compare for a pointer outside the span of those heaps.
+ *
+ * Statuses: OK; INVALID_ARGUMENT (`ptr` is heap memory; the last error names the PE, the
+ * mapping and the heap offset). Thread safety: any thread, lock-free (NVSHMEM's `nvshmem_ptr`
+ * is asked only for a pointer inside the span).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_host_ptr(const void *ptr);
+
+/**
+ * The local heap and the table as they are now, from one read: base, reserved size, the bound
+ * of every translation (the extent given to `set_extent`, else the heap's size), PE, PE count,
+ * device, and whether a peer table is set. Unlike `heap_query` it never runs discovery and
+ * never re-reads NVSHMEM: it describes what translation uses.
+ *
+ * Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap is known). `out` is written only on OK.
+ * Thread safety: any thread, lock-free.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_table_view(struct upcxx_extra_nvshmem_table_view_t *out);
 
 /**
  * Fills the table: `peers[pe]` is PE `pe`'s UPC++ rank and heap base. `n_pes` must equal the

@@ -58,6 +58,27 @@ pub struct Peer {
     pub base: *mut c_void,
 }
 
+/// The table as translation uses it (`upcxx_extra_nvshmem_table_view`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TableView {
+    /// First byte of the local heap.
+    pub base: *mut c_void,
+    /// The heap's reserved size in bytes.
+    pub size: usize,
+    /// The bytes of each PE's heap every translation is bounded by: the extent given to
+    /// `set_extent`, else `size`.
+    pub extent: usize,
+    /// This process's PE.
+    pub my_pe: c_int,
+    /// Number of PEs.
+    pub n_pes: c_int,
+    /// CUDA device ordinal holding the heap, -1 when unknown.
+    pub device: c_int,
+    /// Whether a peer table is set (`set_peers`, `set_peers_from_nvshmem`).
+    pub peers_set: bool,
+}
+
 /// A global pointer in UPC++ terms: the rank and the address on that rank.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -278,6 +299,137 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_offset(addr: *const c_void, offset:
     let off = TABLE.offset(addr as usize)?;
     // SAFETY: non-NULL caller storage.
     unsafe { offset.write(off) };
+    Ok(())
+}
+
+/// The offset of the `len` bytes at `sym_addr` in the local heap, checked against the local heap
+/// and the extent (`set_extent`) in one check (`len` 0 checks the address alone): `to_offset`
+/// toward this process's own PE, without a peer table.
+///
+/// Statuses: OK; NULL_ARGUMENT (`sym_addr` or `offset` NULL); TABLE_NOT_SET (no heap; never runs
+/// discovery); OUT_OF_HEAP (the address, or the range's end, outside the local heap or past the
+/// extent). `offset` is written only on OK. Thread safety: any thread, lock-free.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_local_offset(sym_addr: *const c_void, len: usize, offset: *mut usize) -> Status {
+    if !sym_addr.is_null() && !offset.is_null() {
+        if let Some(off) = TABLE.try_local_offset(sym_addr as usize, len) {
+            // SAFETY: non-NULL caller storage.
+            unsafe { offset.write(off) };
+            return Status::Ok;
+        }
+    }
+    local_offset_slow(sym_addr, len, offset)
+}
+
+#[cold]
+#[inline(never)]
+#[export(name = "upcxx_extra_nvshmem_local_offset")]
+extern "C" fn local_offset_slow(sym_addr: *const c_void, len: usize, offset: *mut usize) -> Status {
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(offset, "offset")?;
+    let off = TABLE.local_offset(sym_addr as usize, len)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { offset.write(off) };
+    Ok(())
+}
+
+/// The symmetric address (in the local heap) and PE of the `len` bytes at heap offset `offset`
+/// of UPC++ rank `rank` (`len` 0 checks the offset alone), checked against the extent
+/// (`set_extent`): `from_global_ptr` for a caller that knows the offset, not the address, on that
+/// rank (a PGAS layer's offset into the segment it made over the heap).
+///
+/// Statuses: OK; NULL_ARGUMENT (`sym_addr` or `pe` NULL); TABLE_NOT_SET (no heap, or no peer
+/// table; never runs discovery); BAD_RANK; OUT_OF_HEAP (the offset, or the range's end, past the
+/// heap or the extent). The outputs are written only on OK. Thread safety: any thread, lock-free.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_from_offset(
+    rank: c_int,
+    offset: usize,
+    len: usize,
+    sym_addr: *mut *mut c_void,
+    pe: *mut c_int,
+) -> Status {
+    if !sym_addr.is_null() && !pe.is_null() {
+        if let Some((sym, p)) = TABLE.try_from_offset(rank, offset, len) {
+            // SAFETY: non-NULL caller storage.
+            unsafe {
+                sym_addr.write(sym as *mut c_void);
+                pe.write(p);
+            }
+            return Status::Ok;
+        }
+    }
+    from_offset_slow(rank, offset, len, sym_addr, pe)
+}
+
+#[cold]
+#[inline(never)]
+#[export(name = "upcxx_extra_nvshmem_from_offset")]
+extern "C" fn from_offset_slow(rank: c_int, offset: usize, len: usize, sym_addr: *mut *mut c_void, pe: *mut c_int) -> Status {
+    nonnull(sym_addr, "sym_addr")?;
+    nonnull(pe, "pe")?;
+    let (sym, p) = TABLE.from_offset(rank, offset, len)?;
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        sym_addr.write(sym as *mut c_void);
+        pe.write(p);
+    }
+    Ok(())
+}
+
+/// OK when `ptr` is not NVSHMEM heap memory as this process addresses it: neither in the local
+/// heap nor in another PE's heap as NVSHMEM maps it here (`nvshmem_ptr`, P2P peers). For a layer
+/// that takes a raw pointer as the caller's own host memory (as `upcxx::copy` does a `T*`) and
+/// must refuse heap memory passed that way. Without a heap every pointer is OK. One read and one
+/// compare for a pointer outside the span of those heaps.
+///
+/// Statuses: OK; INVALID_ARGUMENT (`ptr` is heap memory; the last error names the PE, the
+/// mapping and the heap offset). Thread safety: any thread, lock-free (NVSHMEM's `nvshmem_ptr`
+/// is asked only for a pointer inside the span).
+#[unsafe(no_mangle)]
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_check_host_ptr(ptr: *const c_void) -> Status {
+    if !TABLE.in_mapped_span(ptr as usize) {
+        return Status::Ok;
+    }
+    check_host_ptr_slow(ptr)
+}
+
+#[cold]
+#[inline(never)]
+#[export(name = "upcxx_extra_nvshmem_check_host_ptr")]
+extern "C" fn check_host_ptr_slow(ptr: *const c_void) -> Status {
+    crate::table::local_mapping::check_host_ptr(ptr as usize)
+}
+
+/// The local heap and the table as they are now, from one read: base, reserved size, the bound
+/// of every translation (the extent given to `set_extent`, else the heap's size), PE, PE count,
+/// device, and whether a peer table is set. Unlike `heap_query` it never runs discovery and
+/// never re-reads NVSHMEM: it describes what translation uses.
+///
+/// Statuses: OK; NULL_ARGUMENT; TABLE_NOT_SET (no heap is known). `out` is written only on OK.
+/// Thread safety: any thread, lock-free.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_table_view(out: *mut TableView) -> Status {
+    nonnull(out, "out")?;
+    let v = TABLE.view().ok_or_else(|| {
+        Error::new(Status::TableNotSet, "no heap is known: call upcxx_extra_nvshmem_heap_query or upcxx_extra_nvshmem_attach first")
+    })?;
+    // SAFETY: non-NULL caller storage.
+    unsafe {
+        out.write(TableView {
+            base: v.base as *mut c_void,
+            size: v.size,
+            extent: v.limit,
+            my_pe: v.my_pe,
+            n_pes: v.n_pes,
+            device: v.device,
+            peers_set: v.peers,
+        })
+    };
     Ok(())
 }
 

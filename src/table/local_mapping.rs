@@ -8,6 +8,7 @@
 
 use super::TABLE;
 use crate::error::Result;
+use crate::heap::Heap;
 use crate::nvshmem::host_library;
 
 /// A new heap is published: NVSHMEM may have been loaded since the last search.
@@ -41,4 +42,67 @@ pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Optio
     // Mapped only when both ends are, contiguously (NVSHMEM maps a peer's heap as one range).
     let mapped = (p0 != 0 && p1 != 0 && p1.wrapping_sub(p0) == last - sym).then_some(p0);
     Ok((sym, pe, mapped))
+}
+
+/// The NVSHMEM host library when it is loaded and initialised with `nvshmem_ptr`: what answers
+/// where a peer's heap is mapped here. None for a heap attached by hand without NVSHMEM.
+fn mapping_library() -> Option<&'static host_library::LoadedLibrary> {
+    host_library::known().filter(|l| l.api.init_status.is_some() && l.api.ptr.is_some()).filter(|l| l.init_status() != Some(0))
+}
+
+/// `[lo, lo + span)`: the addresses of this process holding `heap` and every peer's heap as
+/// NVSHMEM maps it here (`nvshmem_ptr(base, pe)`; NVSHMEM's heap is symmetric, so each mapping
+/// is `heap.size` bytes). None when NVSHMEM maps no peer's heap here (no P2P, another node, no
+/// NVSHMEM): the local heap alone then.
+pub(crate) fn mapped_span(heap: &Heap) -> Option<(usize, usize)> {
+    let lib = mapping_library()?;
+    let (mut lo, mut hi, mut any) = (heap.base, heap.base.saturating_add(heap.size), false);
+    for pe in (0..heap.n_pes).filter(|&pe| pe != heap.my_pe) {
+        if let Some(at) = lib.nvshmem_ptr(heap.base, pe).filter(|&p| p != 0) {
+            (lo, hi, any) = (lo.min(at), hi.max(at.saturating_add(heap.size)), true);
+        }
+    }
+    any.then_some((lo, hi - lo))
+}
+
+/// Refuses a pointer that a caller passes as its own host memory when it is NVSHMEM heap memory:
+/// in the local heap, or in a peer's heap as NVSHMEM maps it here. One read and one subtraction
+/// for an address outside the span of those heaps; the heaps are asked only inside it.
+#[inline(always)]
+pub fn check_host_ptr(addr: usize) -> Result<()> {
+    if !TABLE.in_mapped_span(addr) {
+        return Ok(());
+    }
+    refuse_heap_address(addr)
+}
+
+#[cold]
+#[inline(never)]
+fn refuse_heap_address(addr: usize) -> Result<()> {
+    let Some(v) = TABLE.view() else { return Ok(()) };
+    let off = addr.wrapping_sub(v.base);
+    if off < v.size {
+        crate::fail!(
+            InvalidArgument,
+            "address 0x{addr:x} is in the local NVSHMEM heap [0x{:x}, 0x{:x}) of PE {} (heap offset {off})",
+            v.base,
+            v.base + v.size,
+            v.my_pe
+        );
+    }
+    let Some(lib) = mapping_library() else { return Ok(()) };
+    for pe in (0..v.n_pes).filter(|&pe| pe != v.my_pe) {
+        let Some(at) = lib.nvshmem_ptr(v.base, pe).filter(|&p| p != 0) else { continue };
+        let off = addr.wrapping_sub(at);
+        if off < v.size {
+            let rank = TABLE.rank_of_pe(pe).map_or(String::new(), |r| format!(", UPC++ rank {r}"));
+            crate::fail!(
+                InvalidArgument,
+                "address 0x{addr:x} is in the NVSHMEM heap of PE {pe}{rank} as this process maps it (nvshmem_ptr: [0x{at:x}, \
+                 0x{:x}), heap offset {off})",
+                at.saturating_add(v.size)
+            );
+        }
+    }
+    Ok(())
 }

@@ -87,6 +87,9 @@ pub struct Peers {
     pub(crate) bases: Option<Vec<usize>>,
     /// (rank of each PE, PE of each rank).
     pub(crate) ranks: Option<(Vec<u32>, Vec<u32>)>,
+    /// `(lo, span)`: the addresses of this process covering the local heap and every peer's heap
+    /// as NVSHMEM maps it here (`local_mapping::mapped_span`); None: the local heap alone.
+    pub(crate) mapped: Option<(usize, usize)>,
 }
 
 impl Peers {
@@ -130,6 +133,7 @@ impl Peers {
             heap: *heap,
             bases: (!uniform).then(|| specs.iter().map(|s| s.base).collect()),
             ranks: (!identity).then(|| (specs.iter().map(|s| s.rank as u32).collect(), pe_of_rank)),
+            mapped: None,
         })
     }
 }

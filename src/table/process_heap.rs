@@ -68,7 +68,13 @@ pub fn set_peers(n_pes: usize, read: impl FnOnce(usize) -> Vec<PeerSpec>) -> Res
     if n_pes != heap.n_pes as usize {
         crate::fail!(InvalidArgument, "n_pes is {n_pes} but the heap has {}", crate::error::pes(heap.n_pes));
     }
-    TABLE.set_peers(&Peers::new(&heap, &read(n_pes))?)
+    install(&heap, Peers::new(&heap, &read(n_pes))?)
+}
+
+/// Installs a checked peer table with the span of the heaps NVSHMEM maps here.
+fn install(heap: &Heap, mut peers: Peers) -> Result<()> {
+    peers.mapped = super::local_mapping::mapped_span(heap);
+    TABLE.set_peers(&peers)
 }
 
 /// Fills the peer table from NVSHMEM itself: every PE's base from `peer_heap_base_remote` (a
@@ -80,5 +86,5 @@ pub fn set_peers_from_nvshmem(pe_to_rank: impl FnOnce(usize) -> Option<Vec<i32>>
     let bases = discovery::peer_heap_bases(&f, n)?;
     let ranks = pe_to_rank(n).unwrap_or_else(|| (0..heap.n_pes).collect());
     let specs: Vec<PeerSpec> = bases.into_iter().zip(ranks).map(|(base, rank)| PeerSpec { rank, base }).collect();
-    TABLE.set_peers(&Peers::new(&heap, &specs)?)
+    install(&heap, Peers::new(&heap, &specs)?)
 }

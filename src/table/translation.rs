@@ -42,6 +42,24 @@ use std::ptr::null;
 #[cfg(not(loom))]
 use std::sync::atomic::{AtomicPtr, Ordering};
 
+/// What the table holds now, from one read (`Table::view`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub base: usize,
+    /// The heap's reserved size.
+    pub size: usize,
+    /// The bound of every translation: the extent (`set_extent`), else the heap's size.
+    pub limit: usize,
+    pub my_pe: i32,
+    pub n_pes: i32,
+    pub device: i32,
+    /// Whether a peer table is installed.
+    pub peers: bool,
+    /// `[lo, lo + span)`: the addresses of this process holding the local heap and the peers'
+    /// heaps as NVSHMEM maps them here.
+    pub mapped: (usize, usize),
+}
+
 /// A translated global pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Global {
@@ -51,8 +69,9 @@ pub struct Global {
     pub raw: usize,
 }
 
-/// The table as readers see it, never changed once published. One cache line (`align(64)`,
-/// 64 bytes), shared read-only by every reader.
+/// The table as readers see it, never changed once published. Two cache lines (`align(64)`, 128
+/// bytes), shared read-only by every reader: the translations read the first only, the check of
+/// a host pointer (`raw_lo`, `raw_span`) the second.
 #[repr(C, align(64))]
 struct Snapshot {
     /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
@@ -74,13 +93,18 @@ struct Snapshot {
     bases: *const usize,
     rank_of_pe: *const u32,
     pe_of_rank: *const u32,
+    /// The addresses of this process that hold NVSHMEM heap memory: `[raw_lo, raw_lo +
+    /// raw_span)` covers the local heap and every peer's heap as NVSHMEM maps it here (with the
+    /// gaps between them); (0, 0) without a heap.
+    raw_lo: usize,
+    raw_span: usize,
     /// Held by every read, written by the free (the loom model's view of the snapshot's life).
     #[cfg(loom)]
     held: loom::cell::UnsafeCell<()>,
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Snapshot>() == 64);
+const _: () = assert!(std::mem::size_of::<Snapshot>() == 128);
 
 // SAFETY: a snapshot is immutable once published, and the arrays it points to are immutable and
 // outlive it (both belong to the table's `Master`).
@@ -102,6 +126,8 @@ static EMPTY: Snapshot = Snapshot {
     bases: null(),
     rank_of_pe: null(),
     pe_of_rank: null(),
+    raw_lo: 0,
+    raw_span: 0,
 };
 
 /// Arrays kept for the life of a table, each content once: an array never changes once made, so
@@ -158,6 +184,8 @@ struct Master {
     bases: *const usize,
     rank_of_pe: *const u32,
     pe_of_rank: *const u32,
+    /// The span of the heaps mapped here that the peer table came with (`Peers::mapped`).
+    mapped: Option<(usize, usize)>,
     /// Every snapshot this table published, the current one among them.
     published: Vec<*mut Snapshot>,
     /// Under loom: the snapshots freed (in the model) before the table, kept allocated until it
@@ -182,6 +210,7 @@ impl Master {
             bases: null(),
             rank_of_pe: null(),
             pe_of_rank: null(),
+            mapped: None,
             published: Vec::new(),
             #[cfg(loom)]
             freed: Vec::new(),
@@ -195,12 +224,19 @@ impl Master {
         self.peers = false;
         self.extent = 0;
         (self.bases, self.rank_of_pe, self.pe_of_rank) = (null(), null(), null());
+        self.mapped = None;
     }
 
     /// What readers must see now.
     fn snapshot(&self) -> Snapshot {
         let h = self.heap;
         let n = h.map_or(0, |h| h.n_pes as u32);
+        // The peers' mappings come with a peer table; without one, the local heap alone.
+        let (raw_lo, raw_span) = match (h, self.mapped) {
+            (Some(_), Some(m)) if self.peers => m,
+            (Some(h), _) => (h.base, h.size),
+            (None, _) => (0, 0),
+        };
         Snapshot {
             n_pes: n,
             live_n: if self.peers && h.is_some() { n } else { 0 },
@@ -212,6 +248,8 @@ impl Master {
             bases: self.bases,
             rank_of_pe: self.rank_of_pe,
             pe_of_rank: self.pe_of_rank,
+            raw_lo,
+            raw_span,
             #[cfg(loom)]
             held: loom::cell::UnsafeCell::new(()),
         }
@@ -284,6 +322,7 @@ impl Snapshot {
             == (o.n_pes, o.live_n, o.my_pe, o.base, o.limit, o.heap_size)
             && self.device.load(Ordering::Relaxed) == o.device.load(Ordering::Relaxed)
             && (self.bases, self.rank_of_pe, self.pe_of_rank) == (o.bases, o.rank_of_pe, o.pe_of_rank)
+            && (self.raw_lo, self.raw_span) == (o.raw_lo, o.raw_span)
     }
 
     /// The offset of `addr` in the local heap, within the bound (no peer table needed).
@@ -291,6 +330,63 @@ impl Snapshot {
     fn offset(&self, addr: usize) -> Option<usize> {
         let off = addr.wrapping_sub(self.base);
         (off < self.limit).then_some(off)
+    }
+
+    /// The offset of the `len` bytes at `sym` (0: the address alone) in the local heap, inside
+    /// the heap and the bound (no peer table needed): `to_offset` toward my own PE.
+    #[inline(always)]
+    fn local_offset(&self, sym: usize, len: usize) -> Option<usize> {
+        let off = sym.wrapping_sub(self.base);
+        let limit = self.limit;
+        if off >= limit || len > limit - off {
+            return None;
+        }
+        Some(off)
+    }
+
+    /// Whether `addr` is in the span of the heaps mapped in this process (one subtraction).
+    #[inline(always)]
+    fn in_mapped_span(&self, addr: usize) -> bool {
+        addr.wrapping_sub(self.raw_lo) < self.raw_span
+    }
+
+    /// The PE of rank `rank` (< `live_n`).
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn pe_of(&self, rank: u32) -> u32 {
+        if self.pe_of_rank.is_null() {
+            rank
+        } else {
+            cold_path();
+            // SAFETY: rank < live_n, the length of the array.
+            unsafe { *self.pe_of_rank.add(rank as usize) }
+        }
+    }
+
+    /// The translation from an offset on rank `rank` (`from_offset`): the `len` bytes at offset
+    /// `off` of that rank's heap (0: the offset alone) inside the bound, as (symmetric address,
+    /// PE): `rank_to_sym` without the rank's base.
+    #[inline(always)]
+    fn rank_offset_to_sym(&self, rank: i32, off: usize, len: usize) -> Option<(usize, i32)> {
+        if (rank as u32) >= self.live_n {
+            return None;
+        }
+        let limit = self.limit;
+        if off >= limit || len > limit - off {
+            return None;
+        }
+        Some((self.base.wrapping_add(off), self.pe_of(rank as u32) as i32))
+    }
+
+    /// The base of PE `pe`'s heap in its own address space (< `live_n`).
+    #[allow(unsafe_code)]
+    fn base_of(&self, pe: u32) -> usize {
+        if self.bases.is_null() {
+            self.base
+        } else {
+            // SAFETY: pe < live_n, the length of the array.
+            unsafe { *self.bases.add(pe as usize) }
+        }
     }
 
     /// The translation toward PE `pe` (`to_global`, `to_offset`): `pe` in the table and the `len`
@@ -475,6 +571,65 @@ impl Table {
         (n != 0).then(|| usize::from(bases) * n * 8 + usize::from(maps) * n * 8)
     }
 
+    /// The table as one read sees it; None when no heap is known.
+    pub fn view(&self) -> Option<View> {
+        self.read(|s| {
+            (s.n_pes != 0).then(|| View {
+                base: s.base,
+                size: s.heap_size,
+                limit: s.limit,
+                my_pe: s.my_pe,
+                n_pes: s.n_pes as i32,
+                device: s.device.load(Ordering::Relaxed),
+                peers: s.live_n != 0,
+                mapped: (s.raw_lo, s.raw_span),
+            })
+        })
+    }
+
+    /// The hot path of `local_offset`: None on any refusal.
+    #[inline(always)]
+    pub fn try_local_offset(&self, sym: usize, len: usize) -> Option<usize> {
+        self.read(|s| s.local_offset(sym, len))
+    }
+
+    /// The offset of the `len` bytes at `sym` (0: the address alone) in the local heap, inside
+    /// the heap and the bound, or why not.
+    pub fn local_offset(&self, sym: usize, len: usize) -> Result<usize> {
+        self.read(|s| {
+            s.local_offset(sym, len).ok_or_else(|| {
+                if s.n_pes == 0 {
+                    return no_heap();
+                }
+                beyond(&format!("0x{sym:x}"), len, sym.wrapping_sub(s.base), s.base, &format!("PE {}", s.my_pe), s)
+            })
+        })
+    }
+
+    /// The hot path of `from_offset`: None on any refusal.
+    #[inline(always)]
+    pub fn try_from_offset(&self, rank: i32, off: usize, len: usize) -> Option<(usize, i32)> {
+        self.read(|s| s.rank_offset_to_sym(rank, off, len))
+    }
+
+    /// The `len` bytes at offset `off` of rank `rank`'s heap (0: the offset alone) as (symmetric
+    /// address in my heap, PE), or why not.
+    pub fn from_offset(&self, rank: i32, off: usize, len: usize) -> Result<(usize, i32)> {
+        self.read(|s| s.rank_offset_to_sym(rank, off, len).ok_or_else(|| from_offset_error(rank, off, len, s)))
+    }
+
+    /// Whether `addr` is in the span of the local heap and the peers' heaps as mapped here (one
+    /// read, one subtraction): false for every address when no heap is known.
+    #[inline(always)]
+    pub fn in_mapped_span(&self, addr: usize) -> bool {
+        self.read(|s| s.in_mapped_span(addr))
+    }
+
+    /// The UPC++ rank of PE `pe` (None: no peer table, or `pe` not in it).
+    pub fn rank_of_pe(&self, pe: i32) -> Option<i32> {
+        self.read(|s| ((pe as u32) < s.live_n).then(|| s.rank_of(pe) as i32))
+    }
+
     /// The local heap's base, the bound (extent or size) and the PE, from one read ((0, 0, 0)
     /// when no heap is known).
     pub fn extent(&self) -> (usize, usize, i32) {
@@ -589,6 +744,7 @@ impl Table {
                 None => (null(), null()),
             };
             m.peers = true;
+            m.mapped = peers.mapped;
             Ok(())
         })
     }
@@ -669,6 +825,23 @@ fn from_error(rank: i32, raw: usize, len: usize, r: Refused, s: &Snapshot) -> Er
         return Error::new(Status::OutOfHeap, format!("address 0x{raw:x} on rank {rank} (PE {}) is outside that PE's heap {range}", r.pe));
     }
     beyond(&format!("0x{raw:x} on rank {rank}"), len, off, r.base, &format!("PE {}", r.pe), s)
+}
+
+/// Why [`Snapshot::rank_offset_to_sym`] refused.
+#[cold]
+fn from_offset_error(rank: i32, off: usize, len: usize, s: &Snapshot) -> Error {
+    if s.n_pes == 0 {
+        return no_heap();
+    }
+    if s.live_n == 0 {
+        return no_peers(s);
+    }
+    if (rank as u32) >= s.n_pes {
+        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (heap offset {off})", s.n_pes));
+    }
+    let pe = s.pe_of(rank as u32);
+    let b = s.base_of(pe);
+    beyond(&format!("0x{:x} on rank {rank} (heap offset {off})", b.wrapping_add(off)), len, off, b, &format!("PE {pe}"), s)
 }
 
 /// Why [`Snapshot::offset`] refused.

@@ -305,25 +305,21 @@ struct copy_path {
     };
 
     // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap
-    // or a peer's heap as NVSHMEM maps it here. One subtraction for the usual case (a host
-    // pointer outside both); the C library's last error is left alone.
+    // or a peer's heap as NVSHMEM maps it here: the C library's check (one lock-free read and
+    // one compare for a pointer outside every heap).
     template <class T>
-    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &h, T *p, const char *which) {
-        const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(p);
-        // Outside every heap (and any pointer once destroyed): one compare, inlined into the copy.
-        if (__builtin_expect(h.in_raw_span(a), 0)) refuse_raw_pointer(h, a, which);
+    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &, T *p, const char *which) {
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_host_ptr(static_cast<const void *>(p));
+        if (__builtin_expect(s != UPCXX_EXTRA_NVSHMEM_STATUS_OK, 0)) refuse_raw_pointer(s, which);
     }
-    // The rest of not_into_heap(), out of the copy's way: throws for a raw pointer into this
-    // heap or a peer's heap as mapped here.
-    [[gnu::cold, gnu::noinline]] static void refuse_raw_pointer(const Heap &h, std::uintptr_t a, const char *which) {
-        const std::size_t off = h.own_offset(a);
-        if (off < h.own_reserved())
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                std::string("nvshmem_heap::copy: the ") + which +
-                                    " is a raw pointer into the NVSHMEM heap (heap offset " + std::to_string(off) +
-                                    "); upcxx::copy reads a T* as this process's host memory: pass "
-                                    "heap.to_global_ptr(p) instead");
-        h.not_a_peer_mapping(a, which);
+    // The rest of not_into_heap(), out of the copy's way: the C library's refusal, with what to
+    // do about it.
+    [[gnu::cold, gnu::noinline]] static void refuse_raw_pointer(upcxx_extra_nvshmem_status_t s, const char *which) {
+        const nvshmem_error e = detail::c_error(s);
+        throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which +
+                                   " is a raw pointer into NVSHMEM heap memory (" + e.what() +
+                                   "); upcxx::copy reads a T* as this process's host memory: pass "
+                                   "heap.to_global_ptr(sym, pe) instead");
     }
     // Public-API mode: a device global pointer into the heap keeps [p, p + bytes) inside extent()
     // (UPC++'s opt codemode; nothing checked in its debug codemode, see check_public).
@@ -338,14 +334,15 @@ struct copy_path {
             const auto c = upcxx::reinterpret_pointer_cast<const char>(
                 upcxx::static_kind_cast<upcxx::memory_kind::cuda_device>(p));
             const std::ptrdiff_t off = h.segment_offset_public(c, static_cast<std::size_t>(rank));
-            if (off >= 0 &&
-                (static_cast<std::size_t>(off) > h.extent() || bytes > h.extent() - static_cast<std::size_t>(off)))
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
-                                    std::string("nvshmem_heap::copy: the ") + which + " range (heap offset " +
-                                        std::to_string(off) + ", " + std::to_string(bytes) + " bytes) on rank " +
-                                        std::to_string(rank) + " runs past the " + std::to_string(h.extent()) +
-                                        " bytes this nvshmem_heap covers (after nvshmem_malloc grew the heap, call "
-                                        "update() collectively)");
+            if (off < 0) return;  // not this heap's
+            void *sym = nullptr;
+            int pe = -1;
+            const upcxx_extra_nvshmem_status_t s =
+                upcxx_extra_nvshmem_from_offset(rank, static_cast<std::size_t>(off), bytes, &sym, &pe);
+            if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+                const nvshmem_error e = h.translation_error(s);
+                throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which + " range: " + e.what());
+            }
         }
 #else
         (void)h, (void)p, (void)bytes, (void)which;

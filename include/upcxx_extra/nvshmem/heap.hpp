@@ -3,10 +3,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
 // The heap's state has one owner, the C library: the heap, every PE's base and rank, the extent
-// UPC++ covers, and every translation and bound check. This class holds what UPC++ needs (its
-// segments and their base global pointers), runs the collectives, and keeps a read-only cache of
-// the few values of the C table that its per-call checks read (detail::heap_state says which and
-// why: the C library answers none of them without a lock).
+// UPC++ covers, where NVSHMEM maps the peers' heaps here, and every translation and bound check.
+// This class holds what UPC++ needs (its segments and their base global pointers) and the copy
+// engine, runs the collectives, and asks the C library for the rest on every call (lock-free
+// reads of one snapshot: upcxx_extra_nvshmem_table_view, _local_offset, _from_offset,
+// _check_host_ptr).
 #ifndef UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 #define UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 
@@ -79,8 +80,7 @@ private:
 
 /// nvshmem_heap's members, apart so that its moves are this class's defaulted ones: a move leaves
 /// the source inactive and empty (the moved_from_reset members reset; a moved std::vector is
-/// empty and its storage, which newest_ points into, moves with it; a moved shared_ptr is null)
-/// with info_ copied, as a destroyed heap keeps it.
+/// empty and its storage, which newest_ points into, moves with it; a moved shared_ptr is null).
 class heap_state {
 protected:
     using backend = upcxx_backend;
@@ -96,15 +96,16 @@ public:
     bool active() const noexcept { return active_; }
     /// The fast copy engine; only while active().
     copy_engine &engine() const noexcept { return *engine_; }
+    /// The C table as it is now (one lock-free read); a zeroed view with my_pe, n_pes and device
+    /// -1 when the heap is not active or the table has no heap.
+    upcxx_extra_nvshmem_table_view_t table() const noexcept {
+        upcxx_extra_nvshmem_table_view_t v{nullptr, 0, 0, -1, -1, -1, false};
+        if (active_ && upcxx_extra_nvshmem_table_view(&v) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            v = upcxx_extra_nvshmem_table_view_t{nullptr, 0, 0, -1, -1, -1, false};
+        return v;
+    }
     /// The extent UPC++ can address from each PE's base (nvshmem_heap::extent()).
-    std::size_t extent() const noexcept { return extent_; }
-    /// Whether the raw address `a` may be in this heap or a peer's heap as mapped here: false for
-    /// every pointer outside their span (one subtraction), and for every pointer once destroyed.
-    bool in_raw_span(std::uintptr_t a) const noexcept { return a - raw_lo_ < raw_span_; }
-    /// The offset of the raw address `a` in this process's own heap, or reserved bytes or more
-    /// when it is not in it.
-    std::size_t own_offset(std::uintptr_t a) const noexcept { return a - info_.base; }
-    std::size_t own_reserved() const noexcept { return info_.reserved; }
+    std::size_t extent() const noexcept { return table().extent; }
 
     // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
     // pointer arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is
@@ -131,20 +132,6 @@ public:
     }
     std::size_t n_ranks() const noexcept { return n_ranks_; }
 
-    // A raw pointer `a` inside the span of the heaps mapped here: an error when it is inside a
-    // peer's heap as NVSHMEM maps it in this process (copy.hpp).
-    void not_a_peer_mapping(std::uintptr_t a, const char *which) const {
-        for (const peer_map &m : peer_maps_)
-            if (a - m.lo < m.size)
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string("nvshmem_heap::copy: the ") + which + " is a raw pointer into rank " +
-                                        std::to_string(m.rank) +
-                                        "'s NVSHMEM heap as this process maps it (nvshmem_ptr; heap offset " +
-                                        std::to_string(a - m.lo) +
-                                        "); upcxx::copy reads a T* as this process's host memory: pass "
-                                        "heap.to_global_ptr(sym, pe) instead");
-    }
-
     using const_device_gptr = upcxx::global_ptr<const char, upcxx::memory_kind::cuda_device>;
     // Public-API mode: the offset of `p` (a pointer to rank `r`) in one of this heap's segments,
     // -1 when it is not in one.
@@ -161,30 +148,14 @@ public:
     nvshmem_error translation_error(upcxx_extra_nvshmem_status_t s) const {
         nvshmem_error e = detail::c_error(s);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP) return e;
-        return nvshmem_error(s, std::string(e.what()) + " (this nvshmem_heap covers " + std::to_string(extent_) +
+        return nvshmem_error(s, std::string(e.what()) + " (this nvshmem_heap covers " + std::to_string(extent()) +
                                     " bytes of each PE's heap: after nvshmem_malloc grew the heap, call update() "
                                     "collectively)");
     }
 
 protected:
-    struct peer_map {
-        std::uintptr_t lo;
-        std::size_t size;
-        int rank;
-    };
-
-    // A cache of the C table's state, refreshed at construction and update() and never written
-    // elsewhere: to_global_ptr, from_global_ptr and copy's range checks read it on every call,
-    // and the C library has no lock-free call that answers it (heap_query is a serialised writer
-    // that re-reads NVSHMEM; the extent given to set_extent and the bases given to set_peers
-    // have no getter).
-    rank_entry info_{};                       // this PE's heap (base, reserved, PE, device): heap_query's answer
-    moved_from_reset<std::size_t> extent_;    // what set_extent was told last
-    std::vector<std::uintptr_t> rank_bases_;  // [rank]: its heap base as set_peers was told (public-API mode)
-    std::vector<peer_map> peer_maps_;         // the peers' heaps as local_ptr maps them here
-    moved_from_reset<std::uintptr_t> raw_lo_, raw_span_;  // the span of this heap and the peers' mappings
-
-    // Not the C table's: UPC++'s objects and the copy engine.
+    // UPC++'s objects and the copy engine; the heap, the bases, the extent and the peers'
+    // mappings are the C table's (table()).
     moved_from_reset<bool> active_;
     std::vector<backend::segment> segments_;        // this process's UPC++ device segments
     std::vector<std::vector<device_gptr>> bases_;   // [segment][rank]: each segment's base on every rank
@@ -254,7 +225,6 @@ public:
                       what);
 
         engine_ = std::make_shared<detail::copy_engine>(mine.device, policy);
-        info_ = mine;
         ++detail::active_heaps();  // nothing can throw from here until grow_to()
         active_ = true;
         try {
@@ -332,8 +302,9 @@ public:
         detail::outcome out = detail::attempt([&] {
             // A rank whose heap is inactive still takes part: every rank fails, none waits.
             if (!active_) throw inactive(what);
+            const upcxx_extra_nvshmem_table_view_t built = table();  // the heap this one was built on
             mine = local_entry(what);
-            if (mine.base != info_.base || mine.pe != info_.pe)
+            if (reinterpret_cast<std::uintptr_t>(built.base) != mine.base || built.my_pe != mine.pe)
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_VALIDATION_FAILED,
                                     "nvshmem_heap::update: the NVSHMEM heap is no longer the one this nvshmem_heap was "
                                     "built on (base or PE changed: NVSHMEM re-initialised?)",
@@ -343,17 +314,19 @@ public:
         std::vector<detail::rank_entry> all = detail::allgather(mine, what);
         detail::fail_together(first_failed(all), out, what);
         grow_to(all, what);
-        return extent_;
+        return extent();
     }
 
     bool is_active() const noexcept { return active_; }
-    int my_pe() const noexcept { return info_.pe; }
-    int n_pes() const noexcept { return info_.n_pes; }
-    int device() const noexcept { return info_.device; }
-    void *base() const noexcept { return reinterpret_cast<void *>(info_.base); }
+    /// This process's PE, the PE count, the heap's CUDA device and its base, as the C table has
+    /// them now: -1, -1, -1 and nullptr for a heap that is not active (destroyed or moved from).
+    int my_pe() const noexcept { return table().my_pe; }
+    int n_pes() const noexcept { return table().n_pes; }
+    int device() const noexcept { return table().device; }
+    void *base() const noexcept { return table().base; }
     /// The extent UPC++ can address from base() on every PE: the heap mapped on every PE at the
-    /// last construction or update().
-    std::size_t extent() const noexcept { return extent_; }
+    /// last construction or update() (0 for a heap that is not active).
+    std::size_t extent() const noexcept { return heap_state::extent(); }
     /// How many UPC++ device segments back this heap: 1 (0 once destroyed), or with native memory
     /// kinds one per update() that grew the heap (at most max_segments).
     std::size_t segments() const noexcept { return segments_.size(); }
@@ -369,9 +342,16 @@ public:
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
         return upcxx::reinterpret_pointer_cast<T>(newest_[rank] + static_cast<std::ptrdiff_t>(off));
     }
+    /// The global pointer to this PE's copy of `sym` (one C call).
     template <class T>
     upcxx::global_ptr<T, upcxx::memory_kind::cuda_device> to_global_ptr(T *sym) const {
-        return to_global_ptr(sym, my_pe());
+        if (!active_) throw inactive("to_global_ptr");
+        std::size_t off = 0;
+        upcxx_extra_nvshmem_status_t s =
+            upcxx_extra_nvshmem_local_offset(static_cast<const void *>(sym), sizeof(T), &off);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
+        // My PE's rank is mine (the constructor checked the PE -> rank map against every rank).
+        return upcxx::reinterpret_pointer_cast<T>(newest_[upcxx::rank_me()] + static_cast<std::ptrdiff_t>(off));
     }
 
     /// The symmetric address and the PE of `gp`, which must point into this heap (one C call).
@@ -459,51 +439,29 @@ public:
 private:
     // ---- which memory is this heap's -----------------------------------------------------------
 
-    // The peers' heaps as NVSHMEM maps them here (nvshmem_ptr of each base; none without P2P).
-    void map_peers(const std::vector<detail::rank_entry> &all) {
-        peer_maps_.clear();
-        std::uintptr_t lo = info_.base, hi = info_.base + info_.reserved;
-        for (std::size_t r = 0; r < all.size(); r++) {
-            if (static_cast<int>(r) == upcxx::rank_me()) continue;
-            void *local = nullptr;
-            if (upcxx_extra_nvshmem_local_ptr(static_cast<int>(r), reinterpret_cast<const void *>(all[r].base), 0,
-                                              &local, nullptr, nullptr) != UPCXX_EXTRA_NVSHMEM_STATUS_OK ||
-                !local)
-                continue;
-            const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(local);
-            peer_maps_.push_back(peer_map{at, all[r].reserved, static_cast<int>(r)});
-            lo = std::min(lo, at);
-            hi = std::max(hi, at + all[r].reserved);
-        }
-        raw_lo_ = lo;
-        raw_span_ = hi - lo;
-    }
-
     // Public-API mode: from_global_ptr with UPC++'s public global pointer operations only. The
     // rank is where(); the offset is `p - base` against each segment's base on that rank (newest
-    // first), kept when it lies in the extent and base + offset == p (operator== compares the
-    // segment too: a pointer of another segment is not this heap's). UPC++'s debug codemode
-    // asserts in operator- that both pointers name one segment: there, a pointer of another
-    // allocator ends the program in UPC++'s check instead of OUT_OF_HEAP. The address on that
-    // rank is its heap base (rank_bases_) plus the offset, which the C library translates.
+    // first), kept when base + offset == p (operator== compares the segment too: a pointer of
+    // another segment is not this heap's). UPC++'s debug codemode asserts in operator- that both
+    // pointers name one segment: there, a pointer of another allocator ends the program in
+    // UPC++'s check instead of OUT_OF_HEAP. The C library translates (rank, offset) and checks
+    // the offset against the extent.
     template <class T>
     std::pair<T *, int> from_global_ptr_public(const const_device_gptr &p, T *) const {
         const int rank = p.where();
-        if (rank < 0 || rank >= static_cast<int>(n_ranks()) || rank_bases_.size() != n_ranks())
+        if (rank < 0 || rank >= static_cast<int>(n_ranks()))
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_BAD_RANK, "from_global_ptr: rank " + std::to_string(rank) +
                                                                          " is not a rank of this heap (" +
                                                                          std::to_string(n_ranks()) + " ranks)");
-        const std::size_t r = static_cast<std::size_t>(rank);
-        const std::ptrdiff_t off = segment_offset_public(p, r);
-        if (off < 0 || static_cast<std::size_t>(off) >= extent_)
+        const std::ptrdiff_t off = segment_offset_public(p, static_cast<std::size_t>(rank));
+        if (off < 0)
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_OUT_OF_HEAP,
                                 "from_global_ptr: the global pointer to rank " + std::to_string(rank) +
-                                    " is not into this nvshmem_heap (another UPC++ device segment, or past the " +
-                                    std::to_string(extent_) + " bytes it covers)");
-        const void *raw = reinterpret_cast<const void *>(rank_bases_[r] + static_cast<std::uintptr_t>(off));
+                                    " is not into this nvshmem_heap (it names another UPC++ device segment)");
         void *sym = nullptr;
         int pe = -1;
-        upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_from_global_ptr(rank, raw, &sym, &pe);
+        upcxx_extra_nvshmem_status_t s =
+            upcxx_extra_nvshmem_from_offset(rank, static_cast<std::size_t>(off), 0, &sym, &pe);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw translation_error(s);
         return {static_cast<T *>(sym), pe};
     }
@@ -573,7 +531,7 @@ private:
     //     more segment per growth, at most max_segments.
     void grow_to(const std::vector<detail::rank_entry> &all, const char *what) {
         const std::size_t mapped = min_mapped(all);
-        if (mapped <= extent_) return;
+        if (!segments_.empty() && mapped <= extent()) return;
         if (segments_.empty() || backend::segment_per_growth) {
             if (segments_.size() >= max_segments)  // the same decision on every rank
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
@@ -589,16 +547,13 @@ private:
                 for (const detail::rank_entry &e : all) reserved = std::min(reserved, e.reserved);
                 size = std::max(size, reserved);
             }
-            segments_.emplace_back(info_.device, reinterpret_cast<char *>(info_.base), size);
-            rank_bases_.resize(all.size());
-            for (std::size_t r = 0; r < all.size(); r++) rank_bases_[r] = all[r].base;
+            const detail::rank_entry &mine = all[static_cast<std::size_t>(upcxx::rank_me())];
+            segments_.emplace_back(mine.device, reinterpret_cast<char *>(mine.base), size);
             bases_.push_back(detail::allgather(segments_.back().base(), what));
             newest_ = bases_.back().data();
             n_ranks_ = bases_.back().size();
         }
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
-        extent_ = mapped;
-        map_peers(all);
     }
 
     // destroy(): every fast copy landed (the host waits), one progress (this persona's
@@ -633,13 +588,8 @@ private:
         engine_.reset();
         segments_.clear();
         bases_.clear();
-        rank_bases_.clear();
-        peer_maps_.clear();
-        raw_lo_ = 0;
-        raw_span_ = 0;
         newest_ = nullptr;
         n_ranks_ = 0;
-        extent_ = 0;
         if (active_) {
             active_ = false;
             --detail::active_heaps();
