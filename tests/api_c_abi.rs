@@ -288,3 +288,119 @@ fn copy_batch_checks_its_arguments() {
     assert!(last().contains("device 99"), "{}", last());
     assert_eq!(b, [0u8; 8], "nothing was copied");
 }
+
+fn view() -> (Status, TableView) {
+    let mut v = TableView { base: 0x77 as *mut c_void, size: 77, extent: 77, my_pe: 77, n_pes: 77, device: 77, peers_set: true };
+    let st = unsafe { upcxx_extra_nvshmem_table_view(&mut v) };
+    if st != Status::Ok {
+        assert_eq!((v.base as usize, v.size, v.my_pe), (0x77, 77, 77), "a failed table_view wrote its output");
+    }
+    (st, v)
+}
+
+fn from_offset(rank: i32, off: usize, len: usize) -> (Status, (usize, i32)) {
+    let (mut sym, mut pe) = (0x77 as *mut c_void, 77);
+    let st = unsafe { upcxx_extra_nvshmem_from_offset(rank, off, len, &mut sym, &mut pe) };
+    if st != Status::Ok {
+        assert_eq!((sym as usize, pe), (0x77, 77), "a failed from_offset wrote its outputs");
+    }
+    (st, (sym as usize, pe))
+}
+
+fn local_offset(sym: *const c_void, len: usize) -> (Status, usize) {
+    let mut off = 0x77usize;
+    let st = unsafe { upcxx_extra_nvshmem_local_offset(sym, len, &mut off) };
+    if st != Status::Ok {
+        assert_eq!(off, 0x77, "a failed local_offset wrote its output");
+    }
+    (st, off)
+}
+
+/// What a PGAS layer asks instead of keeping its own copy of the table: the view, offsets both
+/// ways, and whether a raw pointer is heap memory.
+#[test]
+fn the_table_answers_its_state_and_offsets_and_refuses_heap_pointers() {
+    let _g = serial();
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    let heap = vec![0u8; 4096];
+    let base = heap.as_ptr() as *mut c_void;
+    let at = |off: usize| unsafe { (base as *const u8).add(off) } as *const c_void;
+    let host = [0u8; 16];
+
+    // No heap: nothing to view or translate, and no pointer is heap memory.
+    assert_eq!(view().0, Status::TableNotSet);
+    assert!(last().starts_with("upcxx_extra_nvshmem_table_view: no heap is known"), "{}", last());
+    assert_eq!(unsafe { upcxx_extra_nvshmem_table_view(std::ptr::null_mut()) }, Status::NullArgument);
+    assert_eq!(local_offset(at(0), 0).0, Status::TableNotSet);
+    assert_eq!(from_offset(0, 0, 0).0, Status::TableNotSet);
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(0)), Status::Ok);
+
+    // A heap without a peer table: the view, local offsets and the pointer check work.
+    assert_eq!(unsafe { upcxx_extra_nvshmem_attach(&common::heap_info(base, heap.len(), 1, 2)) }, Status::Ok);
+    let (st, v) = view();
+    assert_eq!(st, Status::Ok);
+    assert_eq!((v.base, v.size, v.extent, v.my_pe, v.n_pes, v.device, v.peers_set), (base, 4096, 4096, 1, 2, -1, false));
+    assert_eq!(local_offset(at(4090), 6), (Status::Ok, 4090));
+    assert_eq!(local_offset(at(4090), 7).0, Status::OutOfHeap);
+    assert!(last().contains("the 7 bytes at") && last().contains("run past the end of the symmetric heap"), "{}", last());
+    assert_eq!(local_offset(std::ptr::null(), 0).0, Status::NullArgument);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_local_offset(at(0), 0, std::ptr::null_mut()) }, Status::NullArgument);
+    assert_eq!(from_offset(0, 0, 0).0, Status::TableNotSet);
+    assert!(last().contains("the peer table is not set"), "{}", last());
+    for off in [0, 1, 4095] {
+        assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(off)), Status::InvalidArgument);
+        assert!(
+            last().starts_with(&format!(
+                "upcxx_extra_nvshmem_check_host_ptr: address 0x{:x} is in the local NVSHMEM heap [0x{:x}, 0x{:x}) of PE 1 (heap offset {off})",
+                at(off) as usize,
+                base as usize,
+                base as usize + 4096
+            )),
+            "{}",
+            last()
+        );
+    }
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(4096)), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(unsafe { (base as *const u8).sub(1) }.cast()), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(host.as_ptr().cast()), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(std::ptr::null()), Status::Ok);
+
+    // Shuffled ranks, another base on PE 0: from_offset is from_global_ptr without the base.
+    let other = 0x7700_0000_0000usize;
+    let peers = [Peer { rank: 1, base: other as *mut c_void }, Peer { rank: 0, base }];
+    assert_eq!(unsafe { upcxx_extra_nvshmem_set_peers(2, peers.as_ptr()) }, Status::Ok);
+    assert!(view().1.peers_set);
+    assert_eq!(from_offset(1, 100, 8), (Status::Ok, (at(100) as usize, 0)));
+    assert_eq!(from_offset(0, 4095, 1), (Status::Ok, (at(4095) as usize, 1)));
+    let (mut sym, mut pe) = (std::ptr::null_mut(), -1);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_from_global_ptr(1, (other + 100) as *const c_void, &mut sym, &mut pe) }, Status::Ok);
+    assert_eq!((sym as usize, pe), (at(100) as usize, 0), "from_offset and from_global_ptr agree");
+    assert_eq!(from_offset(2, 0, 0).0, Status::BadRank);
+    assert!(last().contains("rank 2 is not in [0, 2)"), "{}", last());
+    assert_eq!(from_offset(-1, 0, 0).0, Status::BadRank);
+    assert_eq!(from_offset(1, 4096, 0).0, Status::OutOfHeap);
+    assert!(last().contains(&format!("0x{:x} on rank 1 (heap offset 4096)", other + 4096)) && last().contains("of PE 0"), "{}", last());
+    assert_eq!(from_offset(1, 4000, 97).0, Status::OutOfHeap);
+    assert_eq!(from_offset(1, usize::MAX, 2).0, Status::OutOfHeap);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_from_offset(1, 0, 0, std::ptr::null_mut(), &mut pe) }, Status::NullArgument);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_from_offset(1, 0, 0, &mut sym, std::ptr::null_mut()) }, Status::NullArgument);
+
+    // The extent bounds all three and shows in the view; a heap attached by hand has no NVSHMEM
+    // mapping, so only its own range is heap memory.
+    assert_eq!(upcxx_extra_nvshmem_set_extent(1024), Status::Ok);
+    assert_eq!(view().1.extent, 1024);
+    assert_eq!(local_offset(at(1000), 24), (Status::Ok, 1000));
+    assert_eq!(local_offset(at(1000), 25).0, Status::OutOfHeap);
+    assert!(last().contains("run past the 1024 bytes made addressable (set_extent)"), "{}", last());
+    assert_eq!(from_offset(0, 1023, 1).0, Status::Ok);
+    assert_eq!(from_offset(0, 1023, 2).0, Status::OutOfHeap);
+    assert!(last().contains("run past the 1024 bytes made addressable (set_extent) of PE 1's heap"), "{}", last());
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(2000)), Status::InvalidArgument, "past the extent is still heap memory");
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr((other + 8) as *const c_void), Status::Ok);
+
+    // Detached: nothing is known again.
+    assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    assert_eq!(view().0, Status::TableNotSet);
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(0)), Status::Ok);
+    assert_eq!(local_offset(at(0), 0).0, Status::TableNotSet);
+}

@@ -958,6 +958,59 @@ mod tests {
     }
 
     #[test]
+    fn the_mapped_span_comes_and_goes_with_the_peer_table() {
+        let h = heap(2, 0);
+        let t = table_with(h);
+        // A heap alone: its own range.
+        assert!(t.in_mapped_span(0x10000) && t.in_mapped_span(0x10fff) && !t.in_mapped_span(0x11000) && !t.in_mapped_span(0xffff));
+        assert_eq!(t.view().unwrap().mapped, (0x10000, 0x1000));
+        // A peer table with the peer's heap mapped at 0x40000: the span covers both (and the gap).
+        let mut p = Peers::new(&h, &[PeerSpec { rank: 0, base: 0x10000 }, PeerSpec { rank: 1, base: 0x10000 }]).unwrap();
+        p.mapped = Some((0x10000, 0x31000));
+        t.set_peers(&p).unwrap();
+        assert!(t.in_mapped_span(0x40fff) && t.in_mapped_span(0x20000) && !t.in_mapped_span(0x41000));
+        assert_eq!(
+            t.view().unwrap(),
+            View { base: 0x10000, size: 0x1000, limit: 0x1000, my_pe: 0, n_pes: 2, device: 3, peers: true, mapped: (0x10000, 0x31000) }
+        );
+        // The same heap discovered again keeps it; attach drops it with the peer table; detach all.
+        t.discovered(Heap { source: Source::Symtab, ..h });
+        assert!(t.in_mapped_span(0x40fff));
+        t.attach(h);
+        assert!(!t.in_mapped_span(0x40fff) && t.in_mapped_span(0x10000));
+        t.detach();
+        assert!(!t.in_mapped_span(0x10000) && t.view().is_none());
+    }
+
+    #[test]
+    fn offsets_both_ways_agree_with_the_translations() {
+        let h = heap(3, 0);
+        let t = table_with(h);
+        let specs = [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
+        assert_eq!(t.try_local_offset(0x10010, 0xff0), Some(0x10));
+        assert_eq!(t.try_local_offset(0x10010, 0xff1), None);
+        assert_eq!(t.from_offset(0, 0, 0).unwrap_err().status, Status::TableNotSet);
+        set(&t, &h, &specs);
+        for (rank, raw) in [(0, 0x50020), (1, 0x90fff), (2, 0x10000)] {
+            let off = raw & 0xfff;
+            assert_eq!(t.from_offset(rank, off, 0).unwrap(), t.from_global(rank, raw).unwrap());
+            assert_eq!(t.try_from_offset(rank, off, 0), Some(t.from_global(rank, raw).unwrap()));
+        }
+        assert_eq!(t.from_offset(3, 0, 0).unwrap_err().status, Status::BadRank);
+        assert_eq!(t.from_offset(0, 0x1000, 0).unwrap_err().status, Status::OutOfHeap);
+        assert_eq!((t.rank_of_pe(0), t.rank_of_pe(2), t.rank_of_pe(3)), (Some(2), Some(1), None));
+        t.set_extent(0x100).unwrap();
+        assert_eq!(t.from_offset(0, 0xff, 1).unwrap(), (0x100ff, 1));
+        let e = t.from_offset(0, 0xff, 2).unwrap_err();
+        assert!(
+            e.message.contains("the 2 bytes at 0x500ff on rank 0 (heap offset 255) run past the 256 bytes made addressable"),
+            "{}",
+            e.message
+        );
+        assert_eq!(t.local_offset(0x100ff, 2).unwrap_err().status, Status::OutOfHeap);
+    }
+
+    #[test]
     fn a_table_for_another_heap_is_refused() {
         let h = heap(2, 0);
         let t = table_with(h);
