@@ -337,11 +337,7 @@ impl Snapshot {
     #[inline(always)]
     fn local_offset(&self, sym: usize, len: usize) -> Option<usize> {
         let off = sym.wrapping_sub(self.base);
-        let limit = self.limit;
-        if off >= limit || len > limit - off {
-            return None;
-        }
-        Some(off)
+        self.within(off, len).then_some(off)
     }
 
     /// Whether `addr` is in the span of the heaps mapped in this process (one subtraction).
@@ -368,11 +364,7 @@ impl Snapshot {
     /// PE): `rank_to_sym` without the rank's base.
     #[inline(always)]
     fn rank_offset_to_sym(&self, rank: i32, off: usize, len: usize) -> Option<(usize, i32)> {
-        if (rank as u32) >= self.live_n {
-            return None;
-        }
-        let limit = self.limit;
-        if off >= limit || len > limit - off {
+        if (rank as u32) >= self.live_n || !self.within(off, len) {
             return None;
         }
         Some((self.base.wrapping_add(off), self.pe_of(rank as u32) as i32))
@@ -397,13 +389,16 @@ impl Snapshot {
         if (pe as u32) >= self.live_n {
             return None;
         }
-        let off = sym.wrapping_sub(self.base);
+        // `len` is 0 for `to_global`: the bound's second test folds away there.
+        self.local_offset(sym, len)
+    }
+
+    /// The one bound check: the `len` bytes at heap offset `off` (0: the offset alone) inside
+    /// the bound.
+    #[inline(always)]
+    fn within(&self, off: usize, len: usize) -> bool {
         let limit = self.limit;
-        // `len` is 0 for `to_global`: the second test folds away there.
-        if off >= limit || len > limit - off {
-            return None;
-        }
-        Some(off)
+        off < limit && len <= limit - off
     }
 
     /// The rank of PE `pe` (< `live_n`, after [`Snapshot::sym_to_pe`]).
@@ -477,8 +472,7 @@ impl Snapshot {
         let bp: *const usize = if self.bases.is_null() { &self.base } else { unsafe { self.bases.add(pe as usize) } };
         let b = unsafe { *bp };
         let off = raw.wrapping_sub(b);
-        let limit = self.limit;
-        if off >= limit || len > limit - off {
+        if !self.within(off, len) {
             return Err(Refused { pe, base: b });
         }
         Ok((self.base.wrapping_add(off), pe as i32))
@@ -801,7 +795,7 @@ fn to_error(sym: usize, len: usize, pe: i32, s: &Snapshot) -> Error {
         return no_peers(s);
     }
     let off = sym.wrapping_sub(s.base);
-    if off >= s.limit || len > s.limit - off {
+    if !s.within(off, len) {
         return beyond(&format!("0x{sym:x}"), len, off, s.base, &format!("PE {}", s.my_pe), s);
     }
     Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", s.n_pes))
