@@ -37,7 +37,7 @@
 //   (The full text, with its "Enhancements" clause, is UPC++'s LICENSE.txt; the unmodified
 //   original is in ../shared/upcxx/bench-2023.9.0/.)
 //
-// ONE source, four programs, chosen at compile time with -DUXN_BENCH_VARIANT=<variant>:
+// ONE source, five programs, chosen at compile time with -DUXN_BENCH_VARIANT=<variant>:
 //   upcxx_own   as UPC++ ships it: the GPU segment is UPC++'s own (make_gpu_allocator, or
 //               device_allocator before 2022.3), copies are upcxx::copy. NVSHMEM is not initialised.
 //   upcxx_heap  the GPU segment is nvshmem_malloc'd memory wrapped by upcxx::extra::nvshmem_heap
@@ -51,6 +51,15 @@
 //               only where the remote end is NVSHMEM memory (RGpu); the remote end of the RSh
 //               columns (UPC++'s shared host segment) is no NVSHMEM memory: NA. NVSHMEM has no
 //               remote_cx: the "flood remote_cx" tables are NA.
+//   paired      the segment of heap_copy; for every measured cell (test, column, size) helper() runs
+//               heap.copy and upcxx::copy on the same memory alternately in this one process, R
+//               rounds (-r), heap.copy first in even rounds, upcxx::copy first in odd ones (a flag
+//               read by bench_copy / bench_copy_remote picks the copy). CSV only (-csv): per cell a
+//               line of variant heap_copy and one of upcxx_heap (value: the median of the R rounds in
+//               the test's unit; note: median-of-R;min=..;max=..), then one of variant ratio (unit x,
+//               value: the median over the rounds of that round's upcxx::copy time / heap.copy time,
+//               > 1: heap.copy faster; note: min=..;max=.. of the per-round ratios). It skips what
+//               upcxx_heap skips.
 //
 // The timing logic (helper(): warmup, trials, windows, barriers, the remote_cx flood with its
 // promises and acks; trials_for_size) is UPC++'s, unchanged; the copy call and its completion are
@@ -63,6 +72,10 @@
 //   -x <bytes>   one extra row after the doubling ones (64 MiB in scripts/gpu-microbench.sh), run with
 //   -xw <n>      its own window (default 4: 100 copies of 64 MiB in flight would need UPC++ bounce
 //                buffers beyond a 1 GB shared heap)
+//   -bind <cpu>  rank r pins its thread to CPU cpu + r (sched_setaffinity) once NVSHMEM and the
+//                segments are set up, before the tests (threads started earlier keep their CPUs);
+//                off by default
+//   -r <rounds>  paired only: the rounds of each cell (default 9)
 // With UPC++ 2020.10 (no remote_cx on copy) the "flood remote_cx" tables are skipped, visibly
 // (NA, note "no-remote_cx-on-copy-in-2020.10"); so are the columns on which that release's
 // upcxx::copy is known to crash or move wrong bytes between private host memory and another
@@ -82,6 +95,9 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <sched.h>
+#include <algorithm>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
@@ -90,16 +106,17 @@
 #define UXN_V_upcxx_heap 2
 #define UXN_V_heap_copy 3
 #define UXN_V_nvshmem 4
+#define UXN_V_paired 5
 #define UXN_V_CAT_(a, b) a##b
 #define UXN_V_CAT(a, b) UXN_V_CAT_(a, b)
 #define UXN_STR_(x) #x
 #define UXN_STR(x) UXN_STR_(x)
 #ifndef UXN_BENCH_VARIANT
-#error "define UXN_BENCH_VARIANT: upcxx_own, upcxx_heap, heap_copy or nvshmem"
+#error "define UXN_BENCH_VARIANT: upcxx_own, upcxx_heap, heap_copy, nvshmem or paired"
 #endif
 #define UXN_VARIANT UXN_V_CAT(UXN_V_, UXN_BENCH_VARIANT)
-#if UXN_VARIANT < 1 || UXN_VARIANT > 4
-#error "UXN_BENCH_VARIANT must be upcxx_own, upcxx_heap, heap_copy or nvshmem"
+#if UXN_VARIANT < 1 || UXN_VARIANT > 5
+#error "UXN_BENCH_VARIANT must be upcxx_own, upcxx_heap, heap_copy, nvshmem or paired"
 #endif
 #define UXN_USES_HEAP (UXN_VARIANT != UXN_V_upcxx_own)
 static const char *const variant_name = UXN_STR(UXN_BENCH_VARIANT);
@@ -254,11 +271,21 @@ static void nvshmem_op(gp_gpu_t src, gp_gpu_t dst, long len) {
 }
 #endif
 
+#if UXN_VARIANT == UXN_V_paired
+// The copy that helper() times now: heap.copy (true) or upcxx::copy (false); set by measure().
+static bool paired_heap_copy = true;
+#endif
+
 // One copy of the window, its operation completion notifying `prom`.
 template <sync_type sync, typename src_ptr_type, typename dst_ptr_type>
 static void bench_copy(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, upcxx::promise<> &prom) {
 #if UXN_VARIANT == UXN_V_heap_copy
     the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+#elif UXN_VARIANT == UXN_V_paired
+    if (paired_heap_copy)
+        the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+    else
+        upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
 #elif UXN_VARIANT == UXN_V_nvshmem
     (void)prom;
     nvshmem_op<sync>(src_ptr, dst_ptr, len);
@@ -278,6 +305,11 @@ template <typename src_ptr_type, typename dst_ptr_type, typename Cx>
 static void bench_copy_remote(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, const Cx &rem_cx) {
 #if UXN_VARIANT == UXN_V_heap_copy
     the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
+#elif UXN_VARIANT == UXN_V_paired
+    if (paired_heap_copy)
+        the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
+    else
+        upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #else
     upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #endif
@@ -293,6 +325,7 @@ static const char *skip_reason(sync_type sync, bool private_end, bool remote_gpu
 #else
     if (!UXN_COPY_REMOTE_CX && sync == sync_type::flood_remote) return "no-remote_cx-on-copy-in-2020.10";
 #if UPCXX_VERSION < 20210300L
+    // (paired times upcxx::copy too: it skips what upcxx_heap skips.)
     if (private_end && (!remote_gpu_end || UXN_VARIANT != UXN_V_heap_copy))
         return "upcxx-2020.10-copy-of-private-memory-crashes";
 #endif
@@ -487,11 +520,38 @@ gp_host_t local_shared_array;
 gp_host_t remote_shared_array;
 uint8_t *local_private_array;
 
+#if UXN_VARIANT == UXN_V_paired
+// The rounds of each column of the current row: heap.copy's and upcxx::copy's times (seconds).
+static long paired_rounds = 9;
+struct paired_column {
+    std::vector<double> heap, upcxx;
+};
+static paired_column paired_cols[n_cols];
+#endif
+
 template <sync_type sync, typename S, typename D>
 static void measure(int c, long msg_len, S src, D dst, bool private_end, bool remote_gpu_end) {
     cols[c].skip = skip_reason(sync, private_end, remote_gpu_end);
     cols[c].time = -1;
+#if UXN_VARIANT == UXN_V_paired
+    // heap.copy and upcxx::copy alternately, R rounds: heap.copy first in even rounds. time: 1
+    // (measured; the rounds are in paired_cols).
+    paired_column &pc = paired_cols[c];
+    pc.heap.assign(paired_rounds, -1);
+    pc.upcxx.assign(paired_rounds, -1);
+    if (*cols[c].skip) return;
+    for (long r = 0; r < paired_rounds; r++) {
+        for (int k = 0; k < 2; k++) {
+            paired_heap_copy = (k == 0) == (r % 2 == 0);
+            const double t = helper<sync>(msg_len, src, dst);
+            (paired_heap_copy ? pc.heap : pc.upcxx)[r] = t;
+        }
+    }
+    paired_heap_copy = true;
+    cols[c].time = 1;
+#else
     if (!*cols[c].skip) cols[c].time = helper<sync>(msg_len, src, dst);
+#endif
 }
 
 template <sync_type sync>
@@ -580,19 +640,67 @@ static void test_header(const char *_desc, const char *pattern, const char *test
     }
 }
 
+// A CSV line up to its value: CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,
+static void csv_head(std::ostringstream &oss, const char *variant, int c, long msg_len, long trials, const char *unit) {
+    oss << "CSV," << variant << "," << UPCXX_VERSION << "," << csv_pattern << "," << csv_test << "," << col_name(c)
+        << "," << msg_len << "," << window_size << "," << trials << "," << unit << ",";
+}
+
+#if UXN_VARIANT == UXN_V_paired
+static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+// The three lines of column c: heap_copy and upcxx_heap (the median of the rounds of `per_col`),
+// ratio (the median of the rounds' upcxx::copy time / heap.copy time); NA with the reason.
+template <typename F>
+static void print_csv_paired(int c, long msg_len, long trials, const char *unit, F per_col) {
+    const paired_column &pc = paired_cols[c];
+    bool timed = cols[c].time > 0;
+    for (long r = 0; r < paired_rounds; r++) timed = timed && pc.heap[r] > 0 && pc.upcxx[r] > 0;
+    std::vector<double> ratio;
+    for (long r = 0; timed && r < paired_rounds; r++) ratio.push_back(pc.upcxx[r] / pc.heap[r]);
+    const std::vector<double> *times[2] = {&pc.heap, &pc.upcxx};
+    const char *names[2] = {"heap_copy", "upcxx_heap"};
+    std::ostringstream oss;
+    oss << std::setprecision(6);
+    for (int k = 0; k < 3; k++) {
+        csv_head(oss, k < 2 ? names[k] : "ratio", c, msg_len, trials, k < 2 ? unit : "x");
+        if (!timed) {
+            oss << "NA," << (*cols[c].skip ? cols[c].skip : "not-timed") << "\n";
+            continue;
+        }
+        std::vector<double> v;
+        if (k < 2)
+            for (double t : *times[k]) v.push_back(per_col(t));
+        else
+            v = ratio;
+        oss << median(v) << ",";
+        if (k < 2) oss << "median-of-" << paired_rounds << ";";
+        oss << "min=" << *std::min_element(v.begin(), v.end()) << ";max=" << *std::max_element(v.begin(), v.end())
+            << "\n";
+    }
+    std::cout << oss.str();
+}
+#endif
+
 // One CSV line per selected column: value is `per_col(time)` or NA with the reason.
 template <typename F>
 static void print_csv(long msg_len, long trials, const char *unit, F per_col) {
     for (int c = 0; c < n_cols; c++) {
         if (!col_selected(c)) continue;
+#if UXN_VARIANT == UXN_V_paired
+        print_csv_paired(c, msg_len, trials, unit, per_col);
+#else
         std::ostringstream oss;
-        oss << "CSV," << variant_name << "," << UPCXX_VERSION << "," << csv_pattern << "," << csv_test << ","
-            << col_name(c) << "," << msg_len << "," << window_size << "," << trials << "," << unit << ",";
+        csv_head(oss, variant_name, c, msg_len, trials, unit);
         if (cols[c].time > 0)
             oss << std::setprecision(6) << per_col(cols[c].time) << ",";
         else
             oss << "NA," << (*cols[c].skip ? cols[c].skip : "not-timed");
         std::cout << oss.str() << "\n";
+#endif
     }
     std::cout << std::flush;
 }
@@ -670,6 +778,8 @@ static void print_bandwidth_results(long msg_len, bool bidirectional) {
 
 // The doubling rows from min_msg_size to max_msg_size, then the extra row (its own window).
 static long min_msg_size = 1, extra_msg_size = 0, extra_window = 4;
+// -bind: rank r's thread runs on CPU bind_cpu + r (-1: not pinned).
+static long bind_cpu = -1;
 template <sync_type sync>
 static void bandwidth_table(long max_msg_size, bool bidirectional) {
     for (long msg_len = min_msg_size; msg_len <= max_msg_size; msg_len *= 2) {
@@ -738,6 +848,12 @@ int do_main(int argc, char **argv) {
             if (!number("-x", extra_msg_size)) return 1;
         } else if (strcmp(arg, "-xw") == 0) {
             if (!number("-xw", extra_window)) return 1;
+        } else if (strcmp(arg, "-bind") == 0) {
+            if (!number("-bind", bind_cpu)) return 1;
+#if UXN_VARIANT == UXN_V_paired
+        } else if (strcmp(arg, "-r") == 0) {
+            if (!number("-r", paired_rounds)) return 1;
+#endif
         } else if (strcmp(arg, "-gg") == 0) {
             run_gg = true;
         } else if (strcmp(arg, "-sg") == 0) {
@@ -788,6 +904,11 @@ int do_main(int argc, char **argv) {
                         "       -s <min_msg_size>: Start the bandwidth tables at `min_msg_size` bytes (default 1)\n");
                 fprintf(stderr, "       -x <bytes>: One more row of `bytes` after the doubling rows, with window\n");
                 fprintf(stderr, "       -xw <window>: (default 4)\n");
+#if UXN_VARIANT == UXN_V_paired
+                fprintf(stderr,
+                        "       -r <rounds>: heap.copy and upcxx::copy alternately, `rounds` times per cell "
+                        "(default 9)\n");
+#endif
                 fprintf(stderr, "       -f: First/last mode, where ranks other than 0 and its partner remain idle\n");
                 fprintf(stderr, "  Test pattern selection: (default all)\n");
                 fprintf(stderr, "       -uni: Run unidirectional tests (each proc is either initiator or target)\n");
@@ -812,6 +933,9 @@ int do_main(int argc, char **argv) {
                 fprintf(stderr,
                         "       -csv: CSV lines "
                         "(CSV,variant,upcxx,pattern,test,column,bytes,window,trials,unit,value,note)\n");
+                fprintf(stderr, "  Placement:\n");
+                fprintf(stderr,
+                        "       -bind <cpu>: Rank r pins itself to CPU cpu+r before the tests (default: off)\n");
             }
             return 1;
         }
@@ -846,11 +970,35 @@ int do_main(int argc, char **argv) {
             std::cout << " trials=" << max_trials;
         std::cout << " window=" << window_size << " max_msg_size=" << max_msg_size;
         if (extra_msg_size) std::cout << " extra_row=" << extra_msg_size << " (window " << extra_window << ")";
+#if UXN_VARIANT == UXN_V_paired
+        std::cout << " rounds=" << paired_rounds;
+#endif
+        if (bind_cpu >= 0) std::cout << " bind=" << bind_cpu << "+rank";
         std::cout << std::endl;
     }
     if (!(max_trials > 0 && window_size > 0 && max_msg_size > 0 && min_msg_size > 0 && extra_window > 0)) {
         if (!rank_me()) std::cerr << "Invalid parameters" << std::endl;
         return 1;
+    }
+#if UXN_VARIANT == UXN_V_paired
+    if (!use_csv || paired_rounds < 1) {
+        if (!rank_me())
+            std::cerr << "the paired variant prints CSV only: pass -csv (and -r <rounds> >= 1)" << std::endl;
+        return 1;
+    }
+#endif
+    // -bind: may this rank run on CPU bind_cpu + rank? Every rank learns whether all may.
+    cpu_set_t bind_set;
+    CPU_ZERO(&bind_set);
+    if (bind_cpu >= 0) {
+        const long cpu = bind_cpu + rank_me();
+        cpu_set_t allowed;
+        CPU_ZERO(&allowed);
+        const bool ok =
+            cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_ISSET(cpu, &allowed);
+        if (!ok) std::cerr << "rank " << rank_me() << ": -bind: CPU " << cpu << " is not available to it" << std::endl;
+        if (ok) CPU_SET(cpu, &bind_set);
+        if (!upcxx::reduce_all(ok ? 1 : 0, upcxx::op_fast_min).wait()) return 1;
     }
     const long seg_size = std::max(max_msg_size, extra_msg_size);
 
@@ -937,12 +1085,18 @@ int do_main(int argc, char **argv) {
         active_bi = true;
     }
 
+    // Pinned now: NVSHMEM's and CUDA's threads, started above, keep their CPUs.
+    if (bind_cpu >= 0) {
+        UPCXX_ASSERT_ALWAYS(sched_setaffinity(0, sizeof bind_set, &bind_set) == 0,
+                            "rank " << rank_me() << ": sched_setaffinity(CPU " << bind_cpu + rank_me() << ") failed");
+    }
     barrier();
     {
         std::ostringstream oss;
         auto col = std::setw(2);
         oss << "Rank " << col << rank_me() << "/" << col << rank_n();
         oss << ": " << my_gpu_desc;
+        if (bind_cpu >= 0) oss << " cpu " << sched_getcpu();
         if (active_uni || active_bi) {
             oss << " partner = " << col << partner;
             if (use_downcast_peer) oss << ", downcast peer = " << col << try_global_ptr(local_private_array).where();
