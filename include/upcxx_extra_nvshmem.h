@@ -171,6 +171,14 @@ typedef struct upcxx_extra_nvshmem_heap_info_t {
 } upcxx_extra_nvshmem_heap_info_t;
 
 /**
+ * A span of addresses of this process, `[lo, lo + size)`.
+ */
+typedef struct upcxx_extra_nvshmem_span_t {
+  size_t lo;
+  size_t size;
+} upcxx_extra_nvshmem_span_t;
+
+/**
  * The table as translation uses it (`upcxx_extra_nvshmem_table_view`).
  */
 typedef struct upcxx_extra_nvshmem_table_view_t {
@@ -451,6 +459,24 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_offset(int rank,
  * is asked only for a pointer inside the span).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_host_ptr(const void *ptr);
+
+/**
+ * Where the library publishes which addresses of this process hold NVSHMEM heap memory, for a
+ * caller that must tell a host pointer from heap memory without a call (the C++ layer's
+ * `heap.copy` on every raw pointer): the slot, read with an acquire load (C11
+ * `atomic_load_explicit((_Atomic(const upcxx_extra_nvshmem_span_t *) *)slot,
+ * memory_order_acquire)`, GCC/Clang `__atomic_load_n(slot, __ATOMIC_ACQUIRE)`), points to a
+ * span `[lo, lo + size)` that never changes: the local heap and every peer's heap as NVSHMEM
+ * maps it here, with the gaps between them; `{0, 0}` without a heap. A pointer outside it is
+ * not heap memory; one inside may be (ask `check_host_ptr`, which also says whose). The slot is
+ * repointed at each change of the table (attach, detach, discovery, `set_peers`); every span it
+ * pointed to stays valid for the life of the process.
+ *
+ * `*slot` receives the slot's address, which is the same for the life of the process.
+ *
+ * Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_heap_span(const struct upcxx_extra_nvshmem_span_t *const **slot);
 
 /**
  * The local heap and the table as they are now, from one read: base, reserved size, the bound

@@ -398,8 +398,19 @@ fn the_table_answers_its_state_and_offsets_and_refuses_heap_pointers() {
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(2000)), Status::InvalidArgument, "past the extent is still heap memory");
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr((other + 8) as *const c_void), Status::Ok);
 
+    // The published span: the heap attached by hand, read as a caller reads it inline.
+    let mut slot: *const *const Span = std::ptr::null();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_heap_span(&mut slot) }, Status::Ok);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_heap_span(std::ptr::null_mut()) }, Status::NullArgument);
+    let span = || unsafe { *(*slot.cast::<std::sync::atomic::AtomicPtr<Span>>()).load(std::sync::atomic::Ordering::Acquire) };
+    assert_eq!((span().lo, span().size), (base as usize, 4096));
+
     // Detached: nothing is known again.
     assert_eq!(upcxx_extra_nvshmem_detach(), Status::Ok);
+    assert_eq!((span().lo, span().size), (0, 0));
+    let mut again: *const *const Span = std::ptr::null();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_heap_span(&mut again) }, Status::Ok);
+    assert_eq!(again, slot, "the slot never moves");
     assert_eq!(view().0, Status::TableNotSet);
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr(at(0)), Status::Ok);
     assert_eq!(local_offset(at(0), 0).0, Status::TableNotSet);

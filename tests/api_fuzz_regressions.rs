@@ -196,6 +196,9 @@ fn duplicate_ranks_keep_previous_table() {
         ([(3, b(0)), (0, b(1)), (2, base + 1), (1, b(3))], Status::InvalidArgument, "the entry for my PE 2"),
         // The first failing PE decides: PE 0's bad rank before PE 1's NULL base.
         ([(9, b(0)), (0, 0), (2, base), (1, b(3))], Status::BadRank, "PE 0 maps to rank 9"),
+        // Within one PE its base before its repeated rank (the fuzzer's find: PE 3 repeats rank 0
+        // and has a NULL base).
+        ([(1, b(0)), (0, b(1)), (2, base), (0, 0)], Status::InvalidArgument, "PE 3 has heap base 0x0"),
     ] {
         assert_eq!(set_peers(&bad), want, "{bad:x?}");
         assert!(last().contains(needle), "{} lacks {needle}", last());

@@ -13,6 +13,7 @@
 //!
 //! The types have Rust names; cbindgen writes their C names (`cbindgen.toml`).
 
+use super::Span;
 use crate::error::{Error, Result, Status};
 use crate::heap::Source;
 use crate::nvshmem::discovery::{self, StateRef};
@@ -402,6 +403,29 @@ pub extern "C" fn upcxx_extra_nvshmem_check_host_ptr(ptr: *const c_void) -> Stat
 #[export(name = "upcxx_extra_nvshmem_check_host_ptr")]
 extern "C" fn check_host_ptr_slow(ptr: *const c_void) -> Status {
     crate::table::local_mapping::check_host_ptr(ptr as usize)
+}
+
+/// Where the library publishes which addresses of this process hold NVSHMEM heap memory, for a
+/// caller that must tell a host pointer from heap memory without a call (the C++ layer's
+/// `heap.copy` on every raw pointer): the slot, read with an acquire load (C11
+/// `atomic_load_explicit((_Atomic(const upcxx_extra_nvshmem_span_t *) *)slot,
+/// memory_order_acquire)`, GCC/Clang `__atomic_load_n(slot, __ATOMIC_ACQUIRE)`), points to a
+/// span `[lo, lo + size)` that never changes: the local heap and every peer's heap as NVSHMEM
+/// maps it here, with the gaps between them; `{0, 0}` without a heap. A pointer outside it is
+/// not heap memory; one inside may be (ask `check_host_ptr`, which also says whose). The slot is
+/// repointed at each change of the table (attach, detach, discovery, `set_peers`); every span it
+/// pointed to stays valid for the life of the process.
+///
+/// `*slot` receives the slot's address, which is the same for the life of the process.
+///
+/// Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_heap_span(slot: *mut *const *const Span) -> Status {
+    nonnull(slot, "slot")?;
+    // SAFETY: non-NULL caller storage.
+    unsafe { slot.write(TABLE.span_slot()) };
+    Ok(())
 }
 
 /// The local heap and the table as they are now, from one read: base, reserved size, the bound

@@ -7,4 +7,5 @@ mod exports;
 
 pub use crate::error::Status;
 pub use crate::heap::Source;
+pub use crate::table::translation::Span;
 pub use exports::*;

@@ -95,7 +95,8 @@ pub struct Peers {
 impl Peers {
     /// Checks `specs` (indexed by PE) against `heap`: one entry per PE, my entry with my base, the
     /// ranks a permutation of the PEs ([`Permutation`]), every base able to hold the heap. The
-    /// first failing PE decides the status (within one PE: its rank, then its base).
+    /// first failing PE decides the status (within one PE: its rank out of range, then its base,
+    /// then its rank given to an earlier PE).
     pub fn new(heap: &Heap, specs: &[PeerSpec]) -> Result<Peers> {
         let n = specs.len();
         if n != heap.n_pes as usize {
@@ -112,18 +113,17 @@ impl Peers {
             );
         }
         let mut check = Permutation::new(n);
+        // Within one PE: its rank's range, then its base, then whether its rank was given before.
         for (pe, s) in specs.iter().enumerate() {
-            match check.add(pe, s.rank) {
-                Ok(()) => {}
-                Err(NotPermutation::OutOfRange { .. }) => {
-                    crate::fail!(BadRank, "PE {pe} maps to rank {}, not in [0, {n}) (ranks must be a permutation of the PEs)", s.rank)
-                }
-                Err(NotPermutation::Repeated { first, .. }) => {
-                    crate::fail!(BadRank, "rank {} is given to both PE {first} and PE {pe}", s.rank)
-                }
+            let added = check.add(pe, s.rank);
+            if let Err(NotPermutation::OutOfRange { .. }) = added {
+                crate::fail!(BadRank, "PE {pe} maps to rank {}, not in [0, {n}) (ranks must be a permutation of the PEs)", s.rank)
             }
             if s.base == 0 || s.base.checked_add(heap.size).is_none() {
                 crate::fail!(InvalidArgument, "PE {pe} has heap base 0x{:x}, which cannot hold a 0x{:x}-byte heap", s.base, heap.size);
+            }
+            if let Err(NotPermutation::Repeated { first, .. }) = added {
+                crate::fail!(BadRank, "rank {} is given to both PE {first} and PE {pe}", s.rank)
             }
         }
         let pe_of_rank = check.into_inverse();
@@ -162,6 +162,8 @@ mod tests {
         assert_eq!(status(&[spec(0, 0x10000)]), Status::InvalidArgument);
         assert_eq!(status(&[spec(0, 0x10000), spec(2, 0x10000)]), Status::BadRank);
         assert_eq!(status(&[spec(0, 0x10000), spec(1, usize::MAX - 0xfff)]), Status::InvalidArgument);
+        // Within one PE the base is checked before the rank's repetition.
+        assert_eq!(status(&[spec(0, 0x10000), spec(0, 0)]), Status::InvalidArgument);
         let e = Peers::new(&heap(1), &[spec(0, 0x10000), spec(1, 0x10000)]).unwrap_err();
         assert!(e.message.ends_with("the heap has 1 PE"), "{}", e.message);
     }

@@ -60,6 +60,14 @@ pub struct View {
     pub mapped: (usize, usize),
 }
 
+/// A span of addresses of this process, `[lo, lo + size)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub lo: usize,
+    pub size: usize,
+}
+
 /// A translated global pointer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Global {
@@ -71,7 +79,7 @@ pub struct Global {
 
 /// The table as readers see it, never changed once published. Two cache lines (`align(64)`, 128
 /// bytes), shared read-only by every reader: the translations read the first only, the check of
-/// a host pointer (`raw_lo`, `raw_span`) the second.
+/// a host pointer (`mapped`) the second.
 #[repr(C, align(64))]
 struct Snapshot {
     /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
@@ -93,11 +101,10 @@ struct Snapshot {
     bases: *const usize,
     rank_of_pe: *const u32,
     pe_of_rank: *const u32,
-    /// The addresses of this process that hold NVSHMEM heap memory: `[raw_lo, raw_lo +
-    /// raw_span)` covers the local heap and every peer's heap as NVSHMEM maps it here (with the
-    /// gaps between them); (0, 0) without a heap.
-    raw_lo: usize,
-    raw_span: usize,
+    /// The addresses of this process that hold NVSHMEM heap memory: `[lo, lo + size)` covers
+    /// the local heap and every peer's heap as NVSHMEM maps it here (with the gaps between
+    /// them); (0, 0) without a heap. Published on its own too ([`Table::span_slot`]).
+    mapped: Span,
     /// Held by every read, written by the free (the loom model's view of the snapshot's life).
     #[cfg(loom)]
     held: loom::cell::UnsafeCell<()>,
@@ -126,8 +133,7 @@ static EMPTY: Snapshot = Snapshot {
     bases: null(),
     rank_of_pe: null(),
     pe_of_rank: null(),
-    raw_lo: 0,
-    raw_span: 0,
+    mapped: Span { lo: 0, size: 0 },
 };
 
 /// Arrays kept for the life of a table, each content once: an array never changes once made, so
@@ -232,7 +238,7 @@ impl Master {
         let h = self.heap;
         let n = h.map_or(0, |h| h.n_pes as u32);
         // The peers' mappings come with a peer table; without one, the local heap alone.
-        let (raw_lo, raw_span) = match (h, self.mapped) {
+        let (lo, size) = match (h, self.mapped) {
             (Some(_), Some(m)) if self.peers => m,
             (Some(h), _) => (h.base, h.size),
             (None, _) => (0, 0),
@@ -248,8 +254,7 @@ impl Master {
             bases: self.bases,
             rank_of_pe: self.rank_of_pe,
             pe_of_rank: self.pe_of_rank,
-            raw_lo,
-            raw_span,
+            mapped: Span { lo, size },
             #[cfg(loom)]
             held: loom::cell::UnsafeCell::new(()),
         }
@@ -289,6 +294,9 @@ impl Drop for Master {
 /// A translation table (the process has one, [`TABLE`]; tests make their own).
 pub struct Table {
     current: Published,
+    /// The current snapshot's `mapped`, published after the snapshot: what a caller reads inline
+    /// (one Acquire load, then the pair) to tell a host pointer from heap memory without a call.
+    span: SpanSlot,
     master: Mutex<Master>,
 }
 
@@ -296,6 +304,10 @@ pub struct Table {
 /// invalidates the readers' line.
 #[repr(align(128))]
 struct Published(AtomicPtr<Snapshot>);
+
+/// The pointer to the current snapshot's span, on its own cache lines as [`Published`].
+#[repr(align(128))]
+struct SpanSlot(AtomicPtr<Span>);
 
 /// The process's table.
 #[cfg(not(loom))]
@@ -322,7 +334,7 @@ impl Snapshot {
             == (o.n_pes, o.live_n, o.my_pe, o.base, o.limit, o.heap_size)
             && self.device.load(Ordering::Relaxed) == o.device.load(Ordering::Relaxed)
             && (self.bases, self.rank_of_pe, self.pe_of_rank) == (o.bases, o.rank_of_pe, o.pe_of_rank)
-            && (self.raw_lo, self.raw_span) == (o.raw_lo, o.raw_span)
+            && self.mapped == o.mapped
     }
 
     /// The offset of `addr` in the local heap, within the bound (no peer table needed).
@@ -343,7 +355,7 @@ impl Snapshot {
     /// Whether `addr` is in the span of the heaps mapped in this process (one subtraction).
     #[inline(always)]
     fn in_mapped_span(&self, addr: usize) -> bool {
-        addr.wrapping_sub(self.raw_lo) < self.raw_span
+        addr.wrapping_sub(self.mapped.lo) < self.mapped.size
     }
 
     /// The PE of rank `rank` (< `live_n`).
@@ -482,7 +494,11 @@ impl Snapshot {
 impl Table {
     #[cfg(not(loom))]
     pub const fn new() -> Table {
-        Table { current: Published(AtomicPtr::new(&raw const EMPTY as *mut Snapshot)), master: Mutex::new(Master::new()) }
+        Table {
+            current: Published(AtomicPtr::new(&raw const EMPTY as *mut Snapshot)),
+            span: SpanSlot(AtomicPtr::new(&raw const EMPTY.mapped as *mut Span)),
+            master: Mutex::new(Master::new()),
+        }
     }
 
     /// Under loom a snapshot holds a loom cell, made inside the model: the empty snapshot is the
@@ -492,7 +508,10 @@ impl Table {
         let mut master = Master::new();
         let empty = Box::into_raw(Box::new(master.snapshot()));
         master.published.push(empty);
-        Table { current: Published(AtomicPtr::new(empty)), master: Mutex::new(master) }
+        // SAFETY: `empty` is a live snapshot the master keeps.
+        #[allow(unsafe_code)]
+        let span = unsafe { &raw mut (*empty).mapped };
+        Table { current: Published(AtomicPtr::new(empty)), span: SpanSlot(AtomicPtr::new(span)), master: Mutex::new(master) }
     }
 
     // ---- The read side --------------------------------------------------------------------
@@ -576,7 +595,7 @@ impl Table {
                 n_pes: s.n_pes as i32,
                 device: s.device.load(Ordering::Relaxed),
                 peers: s.live_n != 0,
-                mapped: (s.raw_lo, s.raw_span),
+                mapped: (s.mapped.lo, s.mapped.size),
             })
         })
     }
@@ -610,6 +629,14 @@ impl Table {
     /// address in my heap, PE), or why not.
     pub fn from_offset(&self, rank: i32, off: usize, len: usize) -> Result<(usize, i32)> {
         self.read(|s| s.rank_offset_to_sym(rank, off, len).ok_or_else(|| from_offset_error(rank, off, len, s)))
+    }
+
+    /// The address of the pointer to the current span of the local heap and the peers' heaps as
+    /// mapped here: an Acquire load of it gives a pair that never changes (each publication
+    /// points it at its own snapshot's span, and a snapshot lives as long as the table).
+    #[cfg(not(loom))]
+    pub fn span_slot(&self) -> *const *const Span {
+        self.span.0.as_ptr().cast_const().cast()
     }
 
     /// Whether `addr` is in the span of the local heap and the peers' heaps as mapped here (one
@@ -656,6 +683,8 @@ impl Table {
         let new = Box::into_raw(Box::new(next));
         m.published.push(new);
         self.current.0.store(new, Ordering::Release);
+        // SAFETY: `new` is live (kept in `published`); its span is immutable from here on.
+        self.span.0.store(unsafe { &raw mut (*new).mapped }, Ordering::Release);
         // The bug the loom model must catch (`tests/loom/`, `--cfg uxn_loom_bug`): freeing the
         // snapshot just replaced, which a reader may still be translating from.
         #[cfg(uxn_loom_bug)]

@@ -87,11 +87,14 @@ struct copy_path {
         using dst_end = copy_end<typename std::decay<D>::type>;
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
-            // pointer into a heap is refused (one subtraction and compare for a pointer outside
-            // every heap). copy_after() first checks what waiting for a stream needs.
+            // pointer into a heap is refused: a pointer outside the span of the heaps costs one
+            // subtraction and compare, inlined; one inside takes the rest of the copy out of line
+            // (checked_plain), so the usual path saves no register for it. copy_after() first
+            // checks what waiting for a stream needs.
             if (after.set) check_usable(h);
-            if constexpr (!src_end::global) not_into_heap(h, src, "source");
-            if constexpr (!dst_end::global) not_into_heap(h, dst, "destination");
+            if (__builtin_expect(raw_in_span(h, src) || raw_in_span(h, dst), 0))
+                return checked_plain<typename std::decay<S>::type, typename std::decay<D>::type>(
+                    h, after, src, dst, n, std::forward<C>(cxs)...);
             return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
         check_common(h, src, dst);
@@ -305,16 +308,38 @@ struct copy_path {
     };
 
     // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap
-    // or a peer's heap as NVSHMEM maps it here: the C library's check (one lock-free read and
-    // one compare for a pointer outside every heap).
+    // or a peer's heap as NVSHMEM maps it here. Inline, whether it lies in the span of those
+    // heaps that the C library publishes (a global pointer end: never); out of line, the C
+    // library's verdict for one that does.
     template <class T>
-    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &, T *p, const char *which) {
-        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_host_ptr(static_cast<const void *>(p));
-        if (__builtin_expect(s != UPCXX_EXTRA_NVSHMEM_STATUS_OK, 0)) refuse_raw_pointer(s, which);
+    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &h, T *p) noexcept {
+        return h.in_heap_span(reinterpret_cast<std::uintptr_t>(p));
     }
-    // The rest of not_into_heap(), out of the copy's way: the C library's refusal, with what to
-    // do about it.
-    [[gnu::cold, gnu::noinline]] static void refuse_raw_pointer(upcxx_extra_nvshmem_status_t s, const char *which) {
+    template <class G>
+    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &, const G &) noexcept {
+        return false;
+    }
+    template <class T>
+    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &h, T *p, const char *which) {
+        if (__builtin_expect(raw_in_span(h, p), 0)) check_raw_pointer(static_cast<const void *>(p), which);
+    }
+    // Host memory at both ends, a raw end inside the span of the heaps: the C library decides
+    // (throws for heap memory), then upcxx::copy as written. The ends come by value (a pointer
+    // or a global pointer: in registers, so the inline path spills nothing for this call).
+    template <class S, class D, class... C>
+    [[gnu::cold, gnu::noinline]] static auto checked_plain(const Heap &h, stream_order after, S src, D dst,
+                                                           std::size_t n, C &&...cxs)
+        -> decltype(upcxx::copy(std::move(src), std::move(dst), n, std::forward<C>(cxs)...)) {
+        if constexpr (!copy_end<S>::global) not_into_heap(h, src, "source");
+        if constexpr (!copy_end<D>::global) not_into_heap(h, dst, "destination");
+        return plain(after, std::move(src), std::move(dst), n, std::forward<C>(cxs)...);
+    }
+    // The C library's verdict on a raw pointer inside the span: throws for one into this heap or
+    // a peer's heap as mapped here, with what to do about it; returns for one in a gap between
+    // them.
+    [[gnu::cold, gnu::noinline]] static void check_raw_pointer(const void *p, const char *which) {
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_host_ptr(p);
+        if (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return;
         const nvshmem_error e = detail::c_error(s);
         throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which +
                                    " is a raw pointer into NVSHMEM heap memory (" + e.what() +

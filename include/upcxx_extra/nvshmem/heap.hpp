@@ -106,6 +106,14 @@ public:
     }
     /// The extent UPC++ can address from each PE's base (nvshmem_heap::extent()).
     std::size_t extent() const noexcept { return table().extent; }
+    /// Whether the raw address `a` lies in the span of this heap and the peers' heaps as mapped
+    /// here, as the C library publishes it now (upcxx_extra_nvshmem_heap_span: one acquire load
+    /// and the pair it points to, no call): false for any pointer outside them, and for every
+    /// pointer when the C library knows no heap.
+    bool in_heap_span(std::uintptr_t a) const noexcept {
+        const upcxx_extra_nvshmem_span_t *s = __atomic_load_n(span_slot_, __ATOMIC_ACQUIRE);
+        return a - s->lo < s->size;
+    }
 
     // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
     // pointer arithmetic across allocators). A rank outside the world is BAD_RANK when `fn` is
@@ -154,6 +162,15 @@ public:
     }
 
 protected:
+    // Where the C library publishes the span of the heaps mapped here (process-wide: a move
+    // copies it).
+    static const upcxx_extra_nvshmem_span_t *const *published_span() noexcept {
+        const upcxx_extra_nvshmem_span_t *const *slot = nullptr;
+        (void)upcxx_extra_nvshmem_heap_span(&slot);  // OK: the argument is not NULL
+        return slot;
+    }
+    const upcxx_extra_nvshmem_span_t *const *span_slot_ = published_span();
+
     // UPC++'s objects and the copy engine; the heap, the bases, the extent and the peers'
     // mappings are the C table's (table()).
     moved_from_reset<bool> active_;

@@ -129,6 +129,10 @@ mod c {
     c_fn!(table_bytes, abi::upcxx_extra_nvshmem_table_bytes, (*mut usize) -> (*mut usize));
     c_fn!(report, abi::upcxx_extra_nvshmem_report, (*mut libc::FILE) -> (*mut libc::FILE));
     c_fn!(report_buffer, abi::upcxx_extra_nvshmem_report_buffer, (*mut c_char, usize, *mut usize) -> (*mut c_char, usize, *mut usize));
+    c_fn!(local_offset, abi::upcxx_extra_nvshmem_local_offset, (*const c_void, usize, *mut usize) -> (*const c_void, usize, *mut usize));
+    c_fn!(from_offset, abi::upcxx_extra_nvshmem_from_offset,
+          (c_int, usize, usize, *mut *mut c_void, *mut c_int) -> (c_int, usize, usize, *mut *mut c_void, *mut c_int));
+    c_fn!(table_view, abi::upcxx_extra_nvshmem_table_view, (*mut abi::TableView) -> (*mut abi::TableView));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,6 +418,25 @@ enum Op {
     },
     LastError,
     Version,
+    LocalOffset {
+        sym: AddrSel,
+        len: RangeLen,
+        nulls: u8,
+    },
+    /// An offset picked around the edges of a heap (as an address in `[0, size)`), on a rank.
+    FromOffset {
+        rank: IdxSel,
+        off: AddrSel,
+        len: RangeLen,
+        nulls: u8,
+    },
+    /// `check_host_ptr`, and the span published for inline checks, read as a caller reads it.
+    CheckHostPtr {
+        addr: AddrSel,
+    },
+    TableView {
+        nulls: u8,
+    },
 }
 
 /// Whether argument `i` is NULL: rarely (1 in 16 calls has any NULL), so that most calls go deep.
@@ -574,6 +597,34 @@ impl Model {
             return Err(BAD_PE);
         }
         Ok((p.rank_of_pe[pe as usize], off))
+    }
+
+    /// `to_offset` toward my PE without a peer table.
+    fn local_offset(&self, sym: usize, len: usize) -> Result<usize, c_int> {
+        let Some(h) = &self.heap else { return Err(TABLE_NOT_SET) };
+        let off = sym.wrapping_sub(h.base);
+        let bound = self.bound(h);
+        if off >= bound || len > bound - off { Err(OUT_OF_HEAP) } else { Ok(off) }
+    }
+
+    fn from_offset(&self, rank: c_int, off: usize, len: usize) -> Result<(usize, c_int), c_int> {
+        let (Some(h), Some(p)) = (&self.heap, &self.peers) else { return Err(TABLE_NOT_SET) };
+        if rank < 0 || rank >= h.n_pes {
+            return Err(BAD_RANK);
+        }
+        let bound = self.bound(h);
+        if off >= bound || len > bound - off {
+            return Err(OUT_OF_HEAP);
+        }
+        Ok((h.base + off, p.pe_of_rank[rank as usize]))
+    }
+
+    /// No NVSHMEM here: the heap's own range is the only heap memory.
+    fn check_host_ptr(&self, addr: usize) -> c_int {
+        match &self.heap {
+            Some(h) if addr.wrapping_sub(h.base) < h.size => INVALID_ARGUMENT,
+            _ => OK,
+        }
     }
 
     fn set_extent(&self, bytes: usize) -> Result<(), c_int> {
@@ -962,6 +1013,19 @@ fn round_trip(model: &mut Model, sym: usize, pe: c_int) {
     }
 }
 
+/// A range's length, relative to the `left` bytes up to the bound.
+fn range_len(len: RangeLen, left: usize) -> usize {
+    match len {
+        RangeLen::Zero => 0,
+        RangeLen::One => 1,
+        RangeLen::Small(x) => x as usize,
+        RangeLen::ToBound => left,
+        RangeLen::ToBoundMinus1 => left.wrapping_sub(1),
+        RangeLen::ToBoundPlus1 => left.wrapping_add(1),
+        RangeLen::Max => usize::MAX,
+    }
+}
+
 fn report_text_len() -> usize {
     let mut need = 0usize;
     // SAFETY: NULL buffer of length 0, `need` is a local.
@@ -1053,15 +1117,7 @@ fn step(model: &mut Model, op: Op) {
             let pe = model.idx(pe);
             let sym = if is_null(nulls, 0) { 0 } else { addr_in(model.heap_of(None), sym) };
             let left = model.heap.map_or(0, |h| model.bound(&h).wrapping_sub(sym.wrapping_sub(h.base)));
-            let len = match len {
-                RangeLen::Zero => 0,
-                RangeLen::One => 1,
-                RangeLen::Small(x) => x as usize,
-                RangeLen::ToBound => left,
-                RangeLen::ToBoundMinus1 => left.wrapping_sub(1),
-                RangeLen::ToBoundPlus1 => left.wrapping_add(1),
-                RangeLen::Max => usize::MAX,
-            };
+            let len = range_len(len, left);
             let (null_rank, null_off) = (is_null(nulls, 1), is_null(nulls, 2));
             let (mut rank, mut off): (c_int, usize) = (0x5a5a_5a5a, 0x5a5a_5a5a);
             let rankp = if null_rank { null_mut() } else { &mut rank as *mut c_int };
@@ -1233,6 +1289,101 @@ fn step(model: &mut Model, op: Op) {
             // SAFETY: NULL or 4 entries (never read: NVSHMEM is not loaded).
             let st = unsafe { c::set_peers_from_nvshmem()(p) };
             model.status("upcxx_extra_nvshmem_set_peers_from_nvshmem", st, NOT_LOADED);
+        }
+        Op::LocalOffset { sym, len, nulls } => {
+            let sym = if is_null(nulls, 0) { 0 } else { addr_in(model.heap_of(None), sym) };
+            let left = model.heap.map_or(0, |h| model.bound(&h).wrapping_sub(sym.wrapping_sub(h.base)));
+            let len = range_len(len, left);
+            let mut off: usize = 0x5a5a_5a5a;
+            let offp = if is_null(nulls, 1) { null_mut() } else { &mut off as *mut usize };
+            // SAFETY: the out-pointer is NULL or points to a local.
+            let st = unsafe { c::local_offset()(sym as *const c_void, len, offp) };
+            let want = if sym == 0 || offp.is_null() { Err(NULL_ARGUMENT) } else { model.local_offset(sym, len) };
+            model.status("upcxx_extra_nvshmem_local_offset", st, want.map_or_else(|e| e, |_| OK));
+            match want {
+                Ok(o) => assert_eq!(off, o, "local_offset(0x{sym:x}, {len})"),
+                Err(e) => {
+                    assert_eq!(off, 0x5a5a_5a5a, "local_offset failed but wrote its output");
+                    if e == OUT_OF_HEAP {
+                        assert!(last_error_names(sym), "local_offset error lacks the address 0x{sym:x}: {}", last_error_text());
+                    }
+                }
+            }
+        }
+        Op::FromOffset { rank, off, len, nulls } => {
+            let rank = model.idx(rank);
+            let size = model.heap_of(None).1;
+            let off = addr_in((0, size), off);
+            let left = model.heap.map_or(0, |h| model.bound(&h).wrapping_sub(off));
+            let len = range_len(len, left);
+            let (mut sym, mut pe): (*mut c_void, c_int) = (0x5a5a_5a5a as *mut c_void, 0x5a5a_5a5a);
+            let symp = if is_null(nulls, 0) { null_mut() } else { &mut sym as *mut *mut c_void };
+            let pep = if is_null(nulls, 1) { null_mut() } else { &mut pe as *mut c_int };
+            // SAFETY: the out-pointers are NULL or point to locals.
+            let st = unsafe { c::from_offset()(rank, off, len, symp, pep) };
+            let want = if symp.is_null() || pep.is_null() { Err(NULL_ARGUMENT) } else { model.from_offset(rank, off, len) };
+            model.status("upcxx_extra_nvshmem_from_offset", st, want.map_or_else(|e| e, |_| OK));
+            match want {
+                Ok(r) => {
+                    assert_eq!((sym as usize, pe), r, "from_offset({rank}, {off}, {len})");
+                    // The same bytes named by address on that rank translate the same way.
+                    let raw = model.heap_of(Some(r.1)).0.wrapping_add(off);
+                    assert_eq!(call_from_global(model, rank, raw, 0xff), Some(r), "from_offset and from_global_ptr differ");
+                }
+                Err(e) => {
+                    assert_eq!((sym as usize, pe), (0x5a5a_5a5a, 0x5a5a_5a5a), "from_offset failed but wrote its outputs");
+                    if e == OUT_OF_HEAP {
+                        assert!(
+                            last_error_text().contains(&format!("(heap offset {off})")),
+                            "from_offset error lacks the offset {off}: {}",
+                            last_error_text()
+                        );
+                    }
+                }
+            }
+        }
+        Op::CheckHostPtr { addr } => {
+            let addr = addr_in(model.heap_of(None), addr);
+            // SAFETY: the pointer is only compared, never read.
+            let st = abi::upcxx_extra_nvshmem_check_host_ptr(addr as *const c_void) as c_int;
+            let want = model.check_host_ptr(addr);
+            model.status("upcxx_extra_nvshmem_check_host_ptr", st, want);
+            if want != OK {
+                assert!(last_error_names(addr), "check_host_ptr error lacks the address 0x{addr:x}: {}", last_error_text());
+            }
+            let mut slot: *const *const abi::Span = null_mut::<*const abi::Span>();
+            // SAFETY: `slot` is a local.
+            assert_eq!(unsafe { abi::upcxx_extra_nvshmem_heap_span(&mut slot) } as c_int, OK);
+            // SAFETY: the library's slot, an atomic pointer to a span that lives as long as the process.
+            let span = unsafe { *(*slot.cast::<std::sync::atomic::AtomicPtr<abi::Span>>()).load(std::sync::atomic::Ordering::Acquire) };
+            assert_eq!((span.lo, span.size), model.heap.map_or((0, 0), |h| (h.base, h.size)), "heap_span");
+            assert_eq!(addr.wrapping_sub(span.lo) < span.size, want != OK, "heap_span and check_host_ptr disagree on 0x{addr:x}");
+        }
+        Op::TableView { nulls } => {
+            let sentinel = abi::TableView {
+                base: 0x5a5a as *mut c_void,
+                size: 0x5a5a,
+                extent: 0x5a5a,
+                my_pe: 0x5a5a,
+                n_pes: 0x5a5a,
+                device: 0x5a5a,
+                peers_set: true,
+            };
+            let mut out = sentinel;
+            let outp = if is_null(nulls, 0) { null_mut() } else { &mut out as *mut abi::TableView };
+            // SAFETY: outp is NULL or points to a local.
+            let st = unsafe { c::table_view()(outp) };
+            let want = if outp.is_null() { Err(NULL_ARGUMENT) } else { model.heap.ok_or(TABLE_NOT_SET) };
+            model.status("upcxx_extra_nvshmem_table_view", st, want.map_or_else(|e| e, |_| OK));
+            let fields = |v: &abi::TableView| (v.base as usize, v.size, v.extent, v.my_pe, v.n_pes, v.device, v.peers_set);
+            match want {
+                Ok(h) => assert_eq!(
+                    fields(&out),
+                    (h.base, h.size, model.bound(&h), h.my_pe, h.n_pes, h.device, model.peers.is_some()),
+                    "table_view"
+                ),
+                Err(_) => assert_eq!(fields(&out), fields(&sentinel), "table_view failed but wrote its output"),
+            }
         }
         Op::LastError => {
             assert!(last_error_is(&model.last_error), "last_error: {:?}", last_error_text());
