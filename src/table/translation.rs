@@ -830,17 +830,23 @@ fn to_error(sym: usize, len: usize, pe: i32, s: &Snapshot) -> Error {
     Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", s.n_pes))
 }
 
+/// The refusals every translation from a rank shares, in order: no heap, no peer table, a rank
+/// outside the table (`asked` names what was asked of it).
+fn rank_refusal(rank: i32, asked: impl FnOnce() -> String, s: &Snapshot) -> Option<Error> {
+    if s.n_pes == 0 {
+        return Some(no_heap());
+    }
+    if s.live_n == 0 {
+        return Some(no_peers(s));
+    }
+    ((rank as u32) >= s.n_pes).then(|| Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) ({})", s.n_pes, asked())))
+}
+
 /// Why [`Snapshot::rank_to_sym`] refused.
 #[cold]
 fn from_error(rank: i32, raw: usize, len: usize, r: Refused, s: &Snapshot) -> Error {
-    if s.n_pes == 0 {
-        return no_heap();
-    }
-    if s.live_n == 0 {
-        return no_peers(s);
-    }
-    if (rank as u32) >= s.n_pes {
-        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (address 0x{raw:x})", s.n_pes));
+    if let Some(e) = rank_refusal(rank, || format!("address 0x{raw:x}"), s) {
+        return e;
     }
     let off = raw.wrapping_sub(r.base);
     if off >= s.heap_size {
@@ -853,14 +859,8 @@ fn from_error(rank: i32, raw: usize, len: usize, r: Refused, s: &Snapshot) -> Er
 /// Why [`Snapshot::rank_offset_to_sym`] refused.
 #[cold]
 fn from_offset_error(rank: i32, off: usize, len: usize, s: &Snapshot) -> Error {
-    if s.n_pes == 0 {
-        return no_heap();
-    }
-    if s.live_n == 0 {
-        return no_peers(s);
-    }
-    if (rank as u32) >= s.n_pes {
-        return Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) (heap offset {off})", s.n_pes));
+    if let Some(e) = rank_refusal(rank, || format!("heap offset {off}"), s) {
+        return e;
     }
     let pe = s.pe_of(rank as u32);
     let b = s.base_of(pe);
