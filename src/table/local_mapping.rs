@@ -30,7 +30,7 @@ pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Optio
     if pe == my_pe {
         return Ok((sym, pe, Some(sym)));
     }
-    let Some(lib) = host_library::known().filter(|l| l.api.init_status.is_some() && l.api.ptr.is_some()) else {
+    let Some(lib) = ptr_library() else {
         return Ok((sym, pe, None)); // a heap attached by hand: no NVSHMEM mapping is known
     };
     if lib.init_status() == Some(0) {
@@ -44,10 +44,19 @@ pub fn local_ptr(rank: i32, raw: usize, len: usize) -> Result<(usize, i32, Optio
     Ok((sym, pe, mapped))
 }
 
-/// The NVSHMEM host library when it is loaded and initialised with `nvshmem_ptr`: what answers
+/// The NVSHMEM host library when it has `nvshmem_ptr` and `nvshmemx_init_status`: what answers
 /// where a peer's heap is mapped here. None for a heap attached by hand without NVSHMEM.
-fn mapping_library() -> Option<&'static host_library::LoadedLibrary> {
-    host_library::known().filter(|l| l.api.init_status.is_some() && l.api.ptr.is_some()).filter(|l| l.init_status() != Some(0))
+fn ptr_library() -> Option<&'static host_library::LoadedLibrary> {
+    host_library::known().filter(|l| l.api.init_status.is_some() && l.api.ptr.is_some())
+}
+
+/// Where NVSHMEM maps each other PE's heap in this process, `(pe, address)`, for the PEs it maps
+/// (`nvshmem_ptr` of the symmetric address `base`); nothing when NVSHMEM is not initialised.
+fn peer_mappings(base: usize, n_pes: i32, my_pe: i32) -> impl Iterator<Item = (i32, usize)> {
+    let initialised = ptr_library().filter(|l| l.init_status() != Some(0));
+    initialised.into_iter().flat_map(move |lib| {
+        (0..n_pes).filter(move |&pe| pe != my_pe).filter_map(move |pe| lib.nvshmem_ptr(base, pe).filter(|&at| at != 0).map(|at| (pe, at)))
+    })
 }
 
 /// `[lo, lo + span)`: the addresses of this process holding `heap` and every peer's heap as
@@ -55,12 +64,9 @@ fn mapping_library() -> Option<&'static host_library::LoadedLibrary> {
 /// is `heap.size` bytes). None when NVSHMEM maps no peer's heap here (no P2P, another node, no
 /// NVSHMEM): the local heap alone then.
 pub(crate) fn mapped_span(heap: &Heap) -> Option<(usize, usize)> {
-    let lib = mapping_library()?;
     let (mut lo, mut hi, mut any) = (heap.base, heap.base.saturating_add(heap.size), false);
-    for pe in (0..heap.n_pes).filter(|&pe| pe != heap.my_pe) {
-        if let Some(at) = lib.nvshmem_ptr(heap.base, pe).filter(|&p| p != 0) {
-            (lo, hi, any) = (lo.min(at), hi.max(at.saturating_add(heap.size)), true);
-        }
+    for (_, at) in peer_mappings(heap.base, heap.n_pes, heap.my_pe) {
+        (lo, hi, any) = (lo.min(at), hi.max(at.saturating_add(heap.size)), true);
     }
     any.then_some((lo, hi - lo))
 }
@@ -90,9 +96,7 @@ fn refuse_heap_address(addr: usize) -> Result<()> {
             v.my_pe
         );
     }
-    let Some(lib) = mapping_library() else { return Ok(()) };
-    for pe in (0..v.n_pes).filter(|&pe| pe != v.my_pe) {
-        let Some(at) = lib.nvshmem_ptr(v.base, pe).filter(|&p| p != 0) else { continue };
+    for (pe, at) in peer_mappings(v.base, v.n_pes, v.my_pe) {
         let off = addr.wrapping_sub(at);
         if off < v.size {
             let rank = TABLE.rank_of_pe(pe).map_or(String::new(), |r| format!(", UPC++ rank {r}"));

@@ -366,7 +366,8 @@ impl Snapshot {
             rank
         } else {
             cold_path();
-            // SAFETY: rank < live_n, the length of the array.
+            // SAFETY: rank < live_n, the length of the array, whose entries are a permutation of
+            // 0..live_n (`Peers::new` checked it).
             unsafe { *self.pe_of_rank.add(rank as usize) }
         }
     }
@@ -382,15 +383,15 @@ impl Snapshot {
         Some((self.base.wrapping_add(off), self.pe_of(rank as u32) as i32))
     }
 
-    /// The base of PE `pe`'s heap in its own address space (< `live_n`).
+    /// The base of PE `pe`'s heap in its own address space (< `live_n`): through a pointer chosen
+    /// by a cmov and valid in both layouts (without a bases array, `base` itself), so uniform and
+    /// per-PE bases both run straight through.
+    #[inline(always)]
     #[allow(unsafe_code)]
     fn base_of(&self, pe: u32) -> usize {
-        if self.bases.is_null() {
-            self.base
-        } else {
-            // SAFETY: pe < live_n, the length of the array.
-            unsafe { *self.bases.add(pe as usize) }
-        }
+        // SAFETY: pe < live_n, the length of the array.
+        let bp: *const usize = if self.bases.is_null() { &self.base } else { unsafe { self.bases.add(pe as usize) } };
+        unsafe { *bp }
     }
 
     /// The translation toward PE `pe` (`to_global`, `to_offset`): `pe` in the table and the `len`
@@ -464,25 +465,13 @@ impl Snapshot {
     /// that rank (0: the address alone) inside its PE's heap and the bound, as (symmetric
     /// address, PE). The one bound check of this direction.
     #[inline(always)]
-    #[allow(unsafe_code)]
     fn rank_to_sym(&self, rank: i32, raw: usize, len: usize) -> std::result::Result<(usize, i32), Refused> {
         let n = self.live_n;
         if (rank as u32) >= n {
             return Err(Refused { pe: 0, base: 0 });
         }
-        // SAFETY: rank < n, the length of the array, whose entries are a permutation of 0..n
-        // (`Peers::new` checked it).
-        let pe = if self.pe_of_rank.is_null() {
-            rank as u32
-        } else {
-            cold_path();
-            unsafe { *self.pe_of_rank.add(rank as usize) }
-        };
-        // The base through a pointer chosen by a cmov and valid in both layouts (without a bases
-        // array, `base` itself), so uniform and per-PE bases both run straight through.
-        // SAFETY: pe < n, the length of the array.
-        let bp: *const usize = if self.bases.is_null() { &self.base } else { unsafe { self.bases.add(pe as usize) } };
-        let b = unsafe { *bp };
+        let pe = self.pe_of(rank as u32);
+        let b = self.base_of(pe);
         let off = raw.wrapping_sub(b);
         if !self.within(off, len) {
             return Err(Refused { pe, base: b });
