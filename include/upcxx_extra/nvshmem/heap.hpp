@@ -100,8 +100,7 @@ public:
     /// -1 when the heap is not active or the table has no heap.
     upcxx_extra_nvshmem_table_view_t table() const noexcept {
         upcxx_extra_nvshmem_table_view_t v{nullptr, 0, 0, -1, -1, -1, false};
-        if (active_ && upcxx_extra_nvshmem_table_view(&v) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
-            v = upcxx_extra_nvshmem_table_view_t{nullptr, 0, 0, -1, -1, -1, false};
+        if (active_) (void)upcxx_extra_nvshmem_table_view(&v);  // writes `v` only when it answers OK
         return v;
     }
     /// The extent UPC++ can address from each PE's base (nvshmem_heap::extent()).
