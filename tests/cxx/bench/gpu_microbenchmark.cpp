@@ -54,7 +54,10 @@
 //   paired      the segment of heap_copy; for every measured cell (test, column, size) helper() runs
 //               heap.copy and upcxx::copy on the same memory alternately in this one process, R
 //               rounds (-r), heap.copy first in even rounds, upcxx::copy first in odd ones (a flag
-//               read by bench_copy / bench_copy_remote picks the copy). CSV only (-csv): per cell a
+//               read once per window picks the copy). Each copy's window loop is a function of its
+//               own (paired_window / paired_remote_window, never inlined), so each is compiled as in
+//               its own program; one loop holding both copies would share one register allocation
+//               between them, and whichever copy it favours runs faster. CSV only (-csv): per cell a
 //               line of variant heap_copy and one of upcxx_heap (value: the median of the R rounds in
 //               the test's unit; note: median-of-R;min=..;max=..), then one of variant ratio (unit x,
 //               value: the median over the rounds of that round's upcxx::copy time / heap.copy time,
@@ -274,6 +277,35 @@ static void nvshmem_op(gp_gpu_t src, gp_gpu_t dst, long len) {
 #if UXN_VARIANT == UXN_V_paired
 // The copy that helper() times now: heap.copy (true) or upcxx::copy (false); set by measure().
 static bool paired_heap_copy = true;
+
+// One window of copies (each its own promise round when blocking), every copy heap.copy (heap) or
+// upcxx::copy (!heap): a function per copy, so neither loop shares the other's registers.
+template <sync_type sync, bool heap, typename src_ptr_type, typename dst_ptr_type>
+[[gnu::noinline]] static void paired_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
+                                            upcxx::promise<> &prom) {
+    for (long j = 0; j < window_size; j++) {
+        if constexpr (heap)
+            the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+        else
+            upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+        if (sync == sync_type::blocking_op) {
+            prom.finalize().wait();
+            prom = upcxx::promise<>();
+        }
+    }
+}
+#if UXN_COPY_REMOTE_CX
+template <bool heap, typename src_ptr_type, typename dst_ptr_type, typename Cx>
+[[gnu::noinline]] static void paired_remote_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
+                                                   const Cx &rem_cx) {
+    for (long j = 0; j < window_size; j++) {
+        if constexpr (heap)
+            the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
+        else
+            upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
+    }
+}
+#endif
 #endif
 
 // One copy of the window, its operation completion notifying `prom`.
@@ -281,11 +313,6 @@ template <sync_type sync, typename src_ptr_type, typename dst_ptr_type>
 static void bench_copy(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, upcxx::promise<> &prom) {
 #if UXN_VARIANT == UXN_V_heap_copy
     the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
-#elif UXN_VARIANT == UXN_V_paired
-    if (paired_heap_copy)
-        the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
-    else
-        upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
 #elif UXN_VARIANT == UXN_V_nvshmem
     (void)prom;
     nvshmem_op<sync>(src_ptr, dst_ptr, len);
@@ -305,11 +332,6 @@ template <typename src_ptr_type, typename dst_ptr_type, typename Cx>
 static void bench_copy_remote(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len, const Cx &rem_cx) {
 #if UXN_VARIANT == UXN_V_heap_copy
     the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
-#elif UXN_VARIANT == UXN_V_paired
-    if (paired_heap_copy)
-        the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
-    else
-        upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #else
     upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #endif
@@ -376,9 +398,16 @@ static double helper(long len, src_ptr_type src_ptr, dst_ptr_type dst_ptr) {
                 static auto rem_cx = remote_cx::as_rpc([]() { data_arrival.fulfill_anonymous(1); });
                 ack = promise<>();  // prepare for ack
                 ack.require_anonymous(1);
+#if UXN_VARIANT == UXN_V_paired
+                if (paired_heap_copy)
+                    paired_remote_window<true>(src_ptr, dst_ptr, len, rem_cx);
+                else
+                    paired_remote_window<false>(src_ptr, dst_ptr, len, rem_cx);
+#else
                 for (long j = 0; j < window_size; j++) {  // send copies
                     bench_copy_remote(src_ptr, dst_ptr, len, rem_cx);
                 }
+#endif
             }
             if (my_sender >= 0) {                // this process is a target
                 data_arrival.finalize().wait();  // await arrival of all copies
@@ -417,6 +446,12 @@ static double helper(long len, src_ptr_type src_ptr, dst_ptr_type dst_ptr) {
                 }
 
                 upcxx::promise<> prom;
+#if UXN_VARIANT == UXN_V_paired
+                if (paired_heap_copy)
+                    paired_window<sync, true>(src_ptr, dst_ptr, len, prom);
+                else
+                    paired_window<sync, false>(src_ptr, dst_ptr, len, prom);
+#else
                 for (long j = 0; j < window_size; j++) {
                     bench_copy<sync>(src_ptr, dst_ptr, len, prom);
                     if (sync == sync_type::blocking_op) {
@@ -424,6 +459,7 @@ static double helper(long len, src_ptr_type src_ptr, dst_ptr_type dst_ptr) {
                         prom = upcxx::promise<>();
                     }
                 }
+#endif
                 bench_complete(prom);
             }
 
