@@ -27,6 +27,10 @@ OUTDIR=${1:?usage: scripts/gpu-microbench.sh OUTDIR}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Paths given relative to the caller's folder, made absolute (CMake runs in other folders).
+for _v in UXN_PREFIX UXN_UPCXX_DIR; do
+  if [ -n "${!_v:-}" ] && [ -d "${!_v}" ]; then printf -v "$_v" '%s' "$(cd "${!_v}" && pwd)"; fi
+done
 PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
 VARIANTS=${UXN_MB_VARIANTS:-nvshmem heap_copy upcxx_heap upcxx_own}
