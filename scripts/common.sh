@@ -20,6 +20,15 @@ UXN_RUST_MIN=1.85
 UXN_RUSTUP_URL="${UXN_RUSTUP_URL:-https://sh.rustup.rs}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# uxn_absolute_dirs VAR...: each variable naming an existing folder relative to the current one
+# is made absolute (the GPU scripts' paths, before they cd or CMake runs elsewhere).
+uxn_absolute_dirs() {
+  local v
+  for v in "$@"; do
+    if [ -n "${!v:-}" ] && [ -d "${!v}" ]; then printf -v "$v" '%s' "$(cd "${!v}" && pwd)"; fi
+  done
+}
+
 # The environment of every GPU run (scripts/gpu-*.sh; one node): NVLS off, Open MPI allowed as root,
 # NVSHMEM's unique-id bootstrap on loopback and UPC++'s shared heap for the smp runs (both
 # overridable).

@@ -27,16 +27,14 @@ OUTDIR=${1:?usage: scripts/gpu-microbench.sh OUTDIR}
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$ROOT/scripts/common.sh"
 # Paths given relative to the caller's folder, made absolute (CMake runs in other folders).
-for _v in UXN_PREFIX UXN_UPCXX_DIR; do
-  if [ -n "${!_v:-}" ] && [ -d "${!_v}" ]; then printf -v "$_v" '%s' "$(cd "${!_v}" && pwd)"; fi
-done
+uxn_absolute_dirs UXN_PREFIX UXN_UPCXX_DIR
 PREFIX=${UXN_PREFIX:?UXN_PREFIX must name the install prefix of this library}
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
 VARIANTS=${UXN_MB_VARIANTS:-nvshmem heap_copy upcxx_heap upcxx_own}
 ARGS=${UXN_MB_ARGS:--csv -s 8 -m 4194304 -x 67108864 -xw 4 -w 100 -t 4 -v 4194304}
 TM=${UPCXX_THREADMODE:-seq}
-. "$ROOT/scripts/common.sh"
 uxn_gpu_env
 export GASNET_PSHM_NODES=2
 

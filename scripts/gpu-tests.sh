@@ -21,12 +21,10 @@ OUTDIR=${1:?usage: scripts/gpu-tests.sh OUTDIR [ctest args...]}
 shift
 mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # Paths given relative to the caller's folder, made absolute before the cd to the clone.
-for _v in UXN_PREFIX UXN_UPCXX_DIR UXN_BASELINE_PREFIX UXN_BASELINE_SRC UXN_CUFFTMP_HOME UXN_NVSHMEM_CU13_ROOT; do
-  if [ -n "${!_v:-}" ] && [ -d "${!_v}" ]; then printf -v "$_v" '%s' "$(cd "${!_v}" && pwd)"; fi
-done
+uxn_absolute_dirs UXN_PREFIX UXN_UPCXX_DIR UXN_BASELINE_PREFIX UXN_BASELINE_SRC UXN_CUFFTMP_HOME UXN_NVSHMEM_CU13_ROOT
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-. scripts/common.sh
 PREFIX=${UXN_PREFIX:-$UXN_QUICKSTART_PREFIX}
 [ -e "$PREFIX/lib/libupcxx_extra_nvshmem.so" ] || { echo "no upcxx-extra-nvshmem in $PREFIX: run ./scripts/quickstart.sh, or set UXN_PREFIX" >&2; exit 2; }
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
