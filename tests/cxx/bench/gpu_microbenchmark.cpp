@@ -277,35 +277,6 @@ static void nvshmem_op(gp_gpu_t src, gp_gpu_t dst, long len) {
 #if UXN_VARIANT == UXN_V_paired
 // The copy that helper() times now: heap.copy (true) or upcxx::copy (false); set by measure().
 static bool paired_heap_copy = true;
-
-// One window of copies (each its own promise round when blocking), every copy heap.copy (heap) or
-// upcxx::copy (!heap): a function per copy, so neither loop shares the other's registers.
-template <sync_type sync, bool heap, typename src_ptr_type, typename dst_ptr_type>
-[[gnu::noinline]] static void paired_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
-                                            upcxx::promise<> &prom) {
-    for (long j = 0; j < window_size; j++) {
-        if constexpr (heap)
-            the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
-        else
-            upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
-        if (sync == sync_type::blocking_op) {
-            prom.finalize().wait();
-            prom = upcxx::promise<>();
-        }
-    }
-}
-#if UXN_COPY_REMOTE_CX
-template <bool heap, typename src_ptr_type, typename dst_ptr_type, typename Cx>
-[[gnu::noinline]] static void paired_remote_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
-                                                   const Cx &rem_cx) {
-    for (long j = 0; j < window_size; j++) {
-        if constexpr (heap)
-            the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
-        else
-            upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
-    }
-}
-#endif
 #endif
 
 // One copy of the window, its operation completion notifying `prom`.
@@ -336,6 +307,37 @@ static void bench_copy_remote(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long l
     upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
 #endif
 }
+#endif
+
+#if UXN_VARIANT == UXN_V_paired
+// One window of copies (each its own promise round when blocking), every copy heap.copy (heap) or
+// upcxx::copy (!heap): a function per copy, so neither loop shares the other's registers.
+template <sync_type sync, bool heap, typename src_ptr_type, typename dst_ptr_type>
+[[gnu::noinline]] static void paired_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
+                                            upcxx::promise<> &prom) {
+    for (long j = 0; j < window_size; j++) {
+        if constexpr (heap)
+            the_heap->copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+        else
+            upcxx::copy(src_ptr, dst_ptr, len, upcxx::operation_cx::as_promise(prom));
+        if (sync == sync_type::blocking_op) {
+            bench_complete(prom);
+            prom = upcxx::promise<>();
+        }
+    }
+}
+#if UXN_COPY_REMOTE_CX
+template <bool heap, typename src_ptr_type, typename dst_ptr_type, typename Cx>
+[[gnu::noinline]] static void paired_remote_window(src_ptr_type src_ptr, dst_ptr_type dst_ptr, long len,
+                                                   const Cx &rem_cx) {
+    for (long j = 0; j < window_size; j++) {
+        if constexpr (heap)
+            the_heap->copy(src_ptr, dst_ptr, len, rem_cx);
+        else
+            upcxx::copy(src_ptr, dst_ptr, len, rem_cx);
+    }
+}
+#endif
 #endif
 
 // Why a column is not measured in this build ("" when it is).
