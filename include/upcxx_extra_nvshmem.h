@@ -461,6 +461,21 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_from_offset(int rank,
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_host_ptr(const void *ptr);
 
 /**
+ * `check_host_ptr` for the whole range `[ptr, ptr + len)`: OK when no byte of it is NVSHMEM
+ * heap memory as this process addresses it (the local heap, or another PE's heap as NVSHMEM maps
+ * it here). `len` 0 checks `ptr` alone, as `check_host_ptr` does. For a layer that takes a raw
+ * pointer and a length as the caller's own host memory (as `upcxx::copy` does `n` elements at a
+ * `T*`): a range that starts below a heap and runs into it is heap memory too. A range that runs
+ * past the end of the address space is clipped there. One read and two compares for a range
+ * outside the span of those heaps.
+ *
+ * Statuses: OK; INVALID_ARGUMENT (a byte of the range is heap memory; the last error names the
+ * range, the first such byte, the PE, the mapping and the heap offset). Thread safety: any
+ * thread, lock-free (NVSHMEM's `nvshmem_ptr` is asked only for a range that meets the span).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_check_host_range(const void *ptr, size_t len);
+
+/**
  * Where the library publishes which addresses of this process hold NVSHMEM heap memory, for a
  * caller that must tell a host pointer from heap memory without a call (the C++ layer's
  * `heap.copy` on every raw pointer): the slot, read with an acquire load (C11

@@ -364,6 +364,31 @@ fn the_table_answers_its_state_and_offsets_and_refuses_heap_pointers() {
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr(unsafe { (base as *const u8).sub(1) }.cast()), Status::Ok);
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr(host.as_ptr().cast()), Status::Ok);
     assert_eq!(upcxx_extra_nvshmem_check_host_ptr(std::ptr::null()), Status::Ok);
+    // The whole range is checked: one that starts below the heap and runs into it is heap memory
+    // (check_host_ptr, which sees its first byte only, takes it), one that ends at the heap's base
+    // or starts at its end is not; len 0 is the address alone.
+    let below = |k: usize| unsafe { (base as *const u8).sub(k) } as *const c_void;
+    assert_eq!(upcxx_extra_nvshmem_check_host_ptr(below(64)), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(below(64), 128), Status::InvalidArgument);
+    assert!(
+        last().starts_with(&format!(
+            "upcxx_extra_nvshmem_check_host_range: the range [0x{:x}, +128) (its byte at 0x{:x}) is in the local NVSHMEM heap",
+            below(64) as usize,
+            base as usize
+        )) && last().contains("of PE 1 (heap offset 0)"),
+        "{}",
+        last()
+    );
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(below(64), 64), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(below(64), 65), Status::InvalidArgument);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(at(4095), 1), Status::InvalidArgument);
+    assert!(last().contains(&format!("address 0x{:x} is in the local NVSHMEM heap", at(4095) as usize)), "{}", last());
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(at(4096), 1 << 20), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(below(1), 0), Status::Ok);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(at(0), 0), Status::InvalidArgument);
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(std::ptr::null(), usize::MAX), Status::InvalidArgument, "all of memory");
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(at(4096), usize::MAX), Status::Ok, "clipped at the top");
+    assert_eq!(upcxx_extra_nvshmem_check_host_range(host.as_ptr().cast(), host.len()), Status::Ok);
 
     // Shuffled ranks, another base on PE 0: from_offset is from_global_ptr without the base.
     let other = 0x7700_0000_0000usize;

@@ -405,6 +405,33 @@ extern "C" fn check_host_ptr_slow(ptr: *const c_void) -> Status {
     crate::table::local_mapping::check_host_ptr(ptr as usize)
 }
 
+/// `check_host_ptr` for the whole range `[ptr, ptr + len)`: OK when no byte of it is NVSHMEM
+/// heap memory as this process addresses it (the local heap, or another PE's heap as NVSHMEM maps
+/// it here). `len` 0 checks `ptr` alone, as `check_host_ptr` does. For a layer that takes a raw
+/// pointer and a length as the caller's own host memory (as `upcxx::copy` does `n` elements at a
+/// `T*`): a range that starts below a heap and runs into it is heap memory too. A range that runs
+/// past the end of the address space is clipped there. One read and two compares for a range
+/// outside the span of those heaps.
+///
+/// Statuses: OK; INVALID_ARGUMENT (a byte of the range is heap memory; the last error names the
+/// range, the first such byte, the PE, the mapping and the heap offset). Thread safety: any
+/// thread, lock-free (NVSHMEM's `nvshmem_ptr` is asked only for a range that meets the span).
+#[unsafe(no_mangle)]
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_check_host_range(ptr: *const c_void, len: usize) -> Status {
+    if !TABLE.overlaps_mapped_span(ptr as usize, len) {
+        return Status::Ok;
+    }
+    check_host_range_slow(ptr, len)
+}
+
+#[cold]
+#[inline(never)]
+#[export(name = "upcxx_extra_nvshmem_check_host_range")]
+extern "C" fn check_host_range_slow(ptr: *const c_void, len: usize) -> Status {
+    crate::table::local_mapping::check_host_range(ptr as usize, len)
+}
+
 /// Where the library publishes which addresses of this process hold NVSHMEM heap memory, for a
 /// caller that must tell a host pointer from heap memory without a call (the C++ layer's
 /// `heap.copy` on every raw pointer): the slot, read with an acquire load (C11

@@ -79,31 +79,63 @@ pub fn check_host_ptr(addr: usize) -> Result<()> {
     if !TABLE.in_mapped_span(addr) {
         return Ok(());
     }
-    refuse_heap_address(addr)
+    refuse_heap_range(addr, 0)
+}
+
+/// [`check_host_ptr`] for the whole range `[addr, addr + len)` (`len` 0: `addr` alone): refused
+/// when any byte of it is in the local heap or in a peer's heap as NVSHMEM maps it here. A range
+/// that runs past the end of the address space is clipped there.
+#[inline(always)]
+pub fn check_host_range(addr: usize, len: usize) -> Result<()> {
+    if !TABLE.overlaps_mapped_span(addr, len) {
+        return Ok(());
+    }
+    refuse_heap_range(addr, len)
+}
+
+/// Whether `[addr, addr + len)` (`len` 0: `addr` alone) overlaps `[lo, lo + size)`, and the first
+/// byte of the range inside it, without overflow.
+fn overlap(addr: usize, len: usize, lo: usize, size: usize) -> Option<usize> {
+    if addr.wrapping_sub(lo) < size {
+        Some(addr)
+    } else if size > 0 && lo.wrapping_sub(addr) < super::translation::clip(addr, len) {
+        Some(lo)
+    } else {
+        None
+    }
 }
 
 #[cold]
 #[inline(never)]
-fn refuse_heap_address(addr: usize) -> Result<()> {
+fn refuse_heap_range(addr: usize, len: usize) -> Result<()> {
     let Some(v) = TABLE.view() else { return Ok(()) };
-    let off = addr.wrapping_sub(v.base);
-    if off < v.size {
+    let range = |first: usize| {
+        if len == 0 || first == addr {
+            format!("address 0x{addr:x}")
+        } else {
+            format!("the range [0x{addr:x}, +{len}) (its byte at 0x{first:x})")
+        }
+    };
+    if let Some(first) = overlap(addr, len, v.base, v.size) {
+        let off = first - v.base;
         crate::fail!(
             InvalidArgument,
-            "address 0x{addr:x} is in the local NVSHMEM heap [0x{:x}, 0x{:x}) of PE {} (heap offset {off})",
+            "{} is in the local NVSHMEM heap [0x{:x}, 0x{:x}) of PE {} (heap offset {off})",
+            range(first),
             v.base,
             v.base + v.size,
             v.my_pe
         );
     }
     for (pe, at) in peer_mappings(v.base, v.n_pes, v.my_pe) {
-        let off = addr.wrapping_sub(at);
-        if off < v.size {
+        if let Some(first) = overlap(addr, len, at, v.size) {
+            let off = first - at;
             let rank = TABLE.rank_of_pe(pe).map_or(String::new(), |r| format!(", UPC++ rank {r}"));
             crate::fail!(
                 InvalidArgument,
-                "address 0x{addr:x} is in the NVSHMEM heap of PE {pe}{rank} as this process maps it (nvshmem_ptr: [0x{at:x}, \
+                "{} is in the NVSHMEM heap of PE {pe}{rank} as this process maps it (nvshmem_ptr: [0x{at:x}, \
                  0x{:x}), heap offset {off})",
+                range(first),
                 at.saturating_add(v.size)
             );
         }

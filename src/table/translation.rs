@@ -358,6 +358,13 @@ impl Snapshot {
         addr.wrapping_sub(self.mapped.lo) < self.mapped.size
     }
 
+    /// Whether `[addr, addr + len)` (`len` 0: `addr` alone; clipped at the end of the address
+    /// space) overlaps the span.
+    #[inline(always)]
+    fn overlaps_mapped_span(&self, addr: usize, len: usize) -> bool {
+        self.in_mapped_span(addr) || (self.mapped.size > 0 && self.mapped.lo.wrapping_sub(addr) < clip(addr, len))
+    }
+
     /// The PE of rank `rank` (< `live_n`).
     #[inline(always)]
     #[allow(unsafe_code)]
@@ -635,6 +642,12 @@ impl Table {
         self.read(|s| s.in_mapped_span(addr))
     }
 
+    /// Whether `[addr, addr + len)` (`len` 0: `addr` alone) overlaps the span of the heaps mapped
+    /// here.
+    pub fn overlaps_mapped_span(&self, addr: usize, len: usize) -> bool {
+        self.read(|s| s.overlaps_mapped_span(addr, len))
+    }
+
     /// The UPC++ rank of PE `pe` (None: no peer table, or `pe` not in it).
     pub fn rank_of_pe(&self, pe: i32) -> Option<i32> {
         self.read(|s| ((pe as u32) < s.live_n).then(|| s.rank_of(pe) as i32))
@@ -865,6 +878,12 @@ fn offset_error(addr: usize, s: &Snapshot) -> Error {
     beyond(&format!("0x{addr:x}"), 0, addr.wrapping_sub(s.base), s.base, &format!("PE {}", s.my_pe), s)
 }
 
+/// `len` bytes from `addr`, clipped at the end of the address space.
+#[inline(always)]
+pub(crate) fn clip(addr: usize, len: usize) -> usize {
+    if addr == 0 { len } else { len.min(addr.wrapping_neg()) }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::peers::PeerSpec;
@@ -992,6 +1011,20 @@ mod tests {
         assert!(!t.in_mapped_span(0x40fff) && t.in_mapped_span(0x10000));
         t.detach();
         assert!(!t.in_mapped_span(0x10000) && t.view().is_none());
+    }
+
+    #[test]
+    fn a_range_overlaps_the_span_when_any_of_its_bytes_is_in_it() {
+        let t = table_with(heap(2, 0)); // the span [0x10000, 0x11000)
+        // Ranges that start below the span and run into it, or start inside it.
+        assert!(t.overlaps_mapped_span(0xf000, 0x1001) && t.overlaps_mapped_span(0xffff, 2) && t.overlaps_mapped_span(0x10fff, 8));
+        // Ranges that end where the span begins, or start where it ends; len 0 is the address alone.
+        assert!(!t.overlaps_mapped_span(0xf000, 0x1000) && !t.overlaps_mapped_span(0x11000, 0x1000));
+        assert!(!t.overlaps_mapped_span(0xffff, 0) && t.overlaps_mapped_span(0x10000, 0));
+        // A range that wraps around the address space (clipped) and one from the top.
+        assert!(!t.overlaps_mapped_span(usize::MAX - 4, usize::MAX) && t.overlaps_mapped_span(0, usize::MAX));
+        t.detach();
+        assert!(!t.overlaps_mapped_span(0, usize::MAX), "no heap: no span");
     }
 
     #[test]
