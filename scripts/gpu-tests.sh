@@ -16,6 +16,10 @@
 # "2020.10.0 2023.9.0"); UXN_CTEST_JOBS (default 6: builds side by side; GPU runs one at a time).
 # OUTDIR/<nvshmem>/suite/Testing/Temporary/LastTest.log holds every test's output; OUTDIR/summary.txt
 # ctest's summaries. UXN_PREFIX defaults to the quickstart's ./install.
+# Each NVSHMEM's run is written as a record (scripts/gpu-results.py record: date, library and
+# commit, GPUs, driver, CUDA, NVSHMEM and its wheel, UPC++, what ran, tests, checks, failures,
+# result) into UXN_RECORD_DIR (default: the clone's docs/gpu-runs/); scripts/gpu-results.py then
+# regenerates docs/gpu-results.md's table (docs/gpu-results.md, "Recording a run").
 set -u
 OUTDIR=${1:?usage: scripts/gpu-tests.sh OUTDIR [ctest args...]}
 shift
@@ -25,6 +29,7 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 # Paths given relative to the caller's folder, made absolute before the cd to the clone.
 uxn_absolute_dirs UXN_PREFIX UXN_UPCXX_DIR UXN_BASELINE_PREFIX UXN_BASELINE_SRC UXN_CUFFTMP_HOME UXN_NVSHMEM_CU13_ROOT
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RECORD_DIR=${UXN_RECORD_DIR:-$PWD/docs/gpu-runs}
 PREFIX=${UXN_PREFIX:-$UXN_QUICKSTART_PREFIX}
 [ -e "$PREFIX/lib/libupcxx_extra_nvshmem.so" ] || { echo "no upcxx-extra-nvshmem in $PREFIX: run ./scripts/quickstart.sh, or set UXN_PREFIX" >&2; exit 2; }
 UPCXX_DIR=${UXN_UPCXX_DIR:?UXN_UPCXX_DIR must name a directory with setup.sh and the UPC++ tarballs}
@@ -55,6 +60,22 @@ for NV in "${homes[@]}"; do
   st=${PIPESTATUS[0]}
   [ "$st" -eq 0 ] || rc=1
   { echo "== NVSHMEM $nvver: ctest exit $st"; sed -n '/tests passed/,$p' "$B.ctest.log"; } >> "$OUTDIR/summary.txt"
+  # The run's record: the wheel is the pip distribution that holds this NVSHMEM, else the tarball.
+  wheel=$(python3 - "$NV" <<'PY' 2>/dev/null
+import sys, os
+from importlib import metadata
+home = os.path.realpath(sys.argv[1])
+for d in metadata.distributions():
+    n = d.metadata["Name"] or ""
+    if n.startswith("nvidia-nvshmem") and any(os.path.realpath(str(d.locate_file(f))).startswith(home) for f in (d.files or [])[:50]):
+        print(n); break
+PY
+)
+  [ -n "$wheel" ] || wheel="tarball $(basename "$NV")"
+  python3 scripts/gpu-results.py record "$RECORD_DIR/$(date -u +%Y-%m-%d)-nvshmem-$nvver-$(date -u +%H%M%S).json" \
+    --ctest-log "$B.ctest.log" --test-log "$B/suite/Testing/Temporary/LastTest.log" --exit "$st" \
+    --nvshmem "$nvver" --wheel "$wheel" --upcxx "$releases" \
+    --ran "scripts/gpu-tests.sh: ctest -L gpu${*:+ $*}" | tee -a "$OUTDIR/summary.txt"
 done
 cat "$OUTDIR/summary.txt"
 exit "$rc"
