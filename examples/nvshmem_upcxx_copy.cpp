@@ -1,21 +1,25 @@
-// nvshmem_put and upcxx::copy on the same objects in GPU memory.
+// nvshmem_put and heap.copy on the same objects in GPU memory, with upcxx::copy beside it.
 //
-// Each PE nvshmem_mallocs arrays and fills one; nvshmem_int_put sends it to the next PE; UPC++
-// upcxx::copy reads the next PE's copy of that symmetric object (through to_global_ptr) into
-// another symmetric array, and writes into the next PE's object for NVSHMEM (nvshmem_int_get)
-// to read back. Every PE checks every element; from_global_ptr round-trips every pointer used.
-// NVSHMEM is initialised by upcxx::extra::nvshmem_init() (one GPU per rank, the unique-id
-// bootstrap broadcast by UPC++: no MPI) and finalised by upcxx::extra::nvshmem_finalize().
+// Each PE nvshmem_mallocs arrays and fills one; nvshmem_int_put sends it to the next PE. Then UPC++
+// reads the next PE's copy of that symmetric object (through heap.to_global_ptr) into another
+// symmetric array, twice: with heap.copy (the bytes move through NVSHMEM's P2P mapping, one
+// cudaMemcpyAsync) and with upcxx::copy, the same arguments (through UPC++'s host bounce
+// buffers), each timed. heap.copy then writes into the next PE's object for NVSHMEM
+// (nvshmem_int_get) to read back. Every PE checks every element; from_global_ptr round-trips
+// every pointer used. NVSHMEM is initialised by upcxx::extra::nvshmem_init() (one GPU per rank,
+// the unique-id bootstrap broadcast by UPC++: no MPI) and finalised by
+// upcxx::extra::nvshmem_finalize().
 //
 // A host-only program (no kernels): any C++17 compiler, no nvcc, no NVSHMEM device library.
 // Build: examples/CMakeLists.txt (find_package(UpcxxExtraNvshmem ... COMPONENTS cxx nvshmem));
 // examples/README.md has the commands, with CMake and with the upcxx wrapper.
 // Run (smp conduit, one GPU per rank):
 //   UPCXX_SHARED_HEAP_SIZE=1GB $UPCXX_INSTALL/bin/upcxx-run -n 2 ./nvshmem_upcxx_copy [elements]
-// README.md, "Your first UPC++ + NVSHMEM program", says the same step by step.
+// (upcxx::copy stages its copies in UPC++'s shared heap: 64 MiB arrays need more than its default.)
 #include <cuda_runtime.h>
 #include <nvshmem.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -33,6 +37,10 @@
     } while (0)
 
 static int value(int pe, size_t i) { return (pe << 26) | static_cast<int>(i & ((1u << 26) - 1)); }
+
+static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 static long count_wrong(const int *dev, size_t n, int from_pe) {
     std::vector<int> h(n);
@@ -60,7 +68,7 @@ int main(int argc, char **argv) {
     const size_t N = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t(1) << 24);
     int *a = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // mine, filled here
     int *b = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // nvshmem_put target
-    int *c = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // upcxx::copy target
+    int *c = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // heap.copy / upcxx::copy target
     int *d = static_cast<int *>(nvshmem_malloc(N * sizeof(int)));  // written by the previous PE through UPC++
     if (!a || !b || !c || !d) {
         std::fprintf(stderr, "PE %d: nvshmem_malloc failed\n", pe);
@@ -89,22 +97,31 @@ int main(int argc, char **argv) {
     nvshmem_quiet();
     nvshmem_barrier_all();
 
-    // 2. UPC++: the next PE's `b` (which now holds my `a`) into my `c`.
+    // 2. UPC++: the next PE's `b` (which now holds my `a`) into my `c`, with heap.copy: the
+    //    arguments of upcxx::copy, the bytes through NVSHMEM's mapping of the next PE's heap.
     auto next_b = heap.to_global_ptr(b, next);
     auto my_c = heap.to_global_ptr(c);
     roundtrip(next_b, b, next);
     roundtrip(my_c, c, pe);
-    upcxx::copy(next_b, my_c, N).wait();
+    auto t0 = std::chrono::steady_clock::now();
+    heap.copy(next_b, my_c, N).wait();
+    const double t_heap = seconds_since(t0);
     long w2 = count_wrong(c, N, pe);
+    //    The same copy with upcxx::copy: UPC++'s host bounce buffers.
+    CUDA_OK(cudaMemset(c, 0xff, N * sizeof(int)));
+    t0 = std::chrono::steady_clock::now();
+    upcxx::copy(next_b, my_c, N).wait();
+    const double t_upcxx = seconds_since(t0);
+    w2 += count_wrong(c, N, pe);
     // ...and my own `b` holds the previous PE's `a`.
     long w1 = count_wrong(b, N, prev);
 
-    // 3. UPC++ writes my `a` into the next PE's `d`; NVSHMEM reads it back from there.
+    // 3. heap.copy writes my `a` into the next PE's `d`; NVSHMEM reads it back from there.
     auto my_a = heap.to_global_ptr(a);
     auto next_d = heap.to_global_ptr(d, next);
     roundtrip(my_a, a, pe);
     roundtrip(next_d, d, next);
-    upcxx::copy(my_a, next_d, N).wait();
+    heap.copy(my_a, next_d, N).wait();
     upcxx::barrier();
     CUDA_OK(cudaMemset(c, 0xff, N * sizeof(int)));
     nvshmem_int_get(c, d, N, next);
@@ -118,9 +135,11 @@ int main(int argc, char **argv) {
         "put->b %ld wrong, copy(next b)->c %ld wrong, copy->next d + nvshmem_get %ld wrong, d from prev %ld wrong, "
         "from_global_ptr round-trip errors %ld\n",
         pe, me, npes, N, heap.base(), heap.extent() >> 20, w1, w2, w3, w4, roundtrip_errors);
+    std::printf("PE %d: %zu MiB from the next PE: heap.copy %.1f us, upcxx::copy %.1f us\n", pe,
+                N * sizeof(int) >> 20, t_heap * 1e6, t_upcxx * 1e6);
     long total = upcxx::reduce_all(wrong + roundtrip_errors, upcxx::op_fast_add).wait();
     if (me == 0)
-        std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 4 checks x %d PEs)\n",
+        std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 5 checks x %d PEs)\n",
                     total ? "FAIL" : "PASS", total, N, npes);
 
     heap.destroy();  // 1. the heap
