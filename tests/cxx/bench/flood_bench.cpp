@@ -6,15 +6,21 @@
 //               heap's default copy_batch_bytes())
 //   unbatched   the same with set_copy_batch_bytes(0): one cudaMemcpyAsync per copy
 //   putmem_nbi  W x nvshmem_putmem_nbi / nvshmem_getmem_nbi, then nvshmem_quiet()
-// after warm-up windows, R repetitions each (in ABCABC order, so drift hits all alike). W = 1 is
-// one blocking copy (its latency). One line per (direction, size, window), times in us:
+//   region      (NVSHMEM 3.8 and later) the same calls inside a host RMA region with the hint
+//               NVSHMEMX_REGION_HINT_BATCH_RMA (nvshmemx_region_start ... nvshmemx_region_stop),
+//               then nvshmem_quiet(): NVSHMEM's own batching of the window, beside ours
+// after warm-up windows, R repetitions each (in ABCDABCD order, so drift hits all alike). W = 1
+// is one blocking copy (its latency). One line per (direction, size, window), times in us:
 //   FLOOD <dir> <bytes> <window> <batched min> <batched max> <unbatched min> <unbatched max>
 //         <putmem_nbi min> <putmem_nbi max> <putmem_nbi min / batched min>
-//         <unbatched min / batched min>
-// A ratio above 1 means the batched heap.copy moved the window faster. "both" runs put and get at
+//         <unbatched min / batched min> [<region min> <region max> <region min / batched min>]
+// A ratio above 1 means the batched heap.copy moved the window faster. The region columns are
+// there when the program was built against NVSHMEM 3.8 or later headers (the first line says so);
+// "n/a" when nvshmemx_region_start refused the region at run time. "both" runs put and get at
 // once (rank 0 puts while rank 1 gets, and the reverse), each rank timing its own direction.
 //
 //   upcxx-run -n 2 ./flood_bench [-w 1,10,100,1000] [-s 8] [-m 4194304] [-r 6] [-W 2] [-d put,get,both]
+// Against NVSHMEM's regions, the small copies they batch: -w 10,100,1000 -s 8 -m 262144.
 //
 // Without a GPU it says SKIPPED and exits 77 (the CUDA + NVSHMEM stand-in of tests/standin runs it,
 // with no meaning in its figures).
@@ -32,6 +38,13 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+
+// NVSHMEM 3.8.0 added host RMA regions (nvshmemx_region_start/stop, host/nvshmemx_api.h).
+#if NVSHMEM_VENDOR_MAJOR_VERSION * 100 + NVSHMEM_VENDOR_MINOR_VERSION >= 308
+#define UXN_FLOOD_REGION 1
+#else
+#define UXN_FLOOD_REGION 0
+#endif
 
 namespace {
 
@@ -109,12 +122,29 @@ int main(int argc, char **argv) {
             const auto lsrc = heap.to_global_ptr(src), rdst = heap.to_global_ptr(dst, next);
             const auto rsrc = heap.to_global_ptr(src, next), ldst = heap.to_global_ptr(dst);
             const std::size_t batch_bytes = heap.copy_batch_bytes();
+#if UXN_FLOOD_REGION
+            // Whether this NVSHMEM opens a batching region here (one try; its status otherwise).
+            const nvshmemx_region_attrs_t region_attrs = {NVSHMEMX_REGION_HINT_BATCH_RMA, {0}};
+            int region_status = 0;
+            {
+                nvshmemx_region_handle_t rh = 0;
+                region_status = nvshmemx_region_start(&rh, &region_attrs);
+                if (region_status == 0) region_status = nvshmemx_region_stop(rh);
+            }
+            const bool region = region_status == 0;
+            const std::string region_note = region ? "NVSHMEM's host RMA regions (BATCH_RMA) measured"
+                                                   : "nvshmemx_region_start/stop returned " +
+                                                         std::to_string(region_status) + ": region columns n/a";
+#else
+            const bool region = false;
+            const std::string region_note = "no host RMA regions in these NVSHMEM headers (3.8 and later have them)";
+#endif
             if (me == 0)
                 std::printf(
                     "flood_bench: %d ranks, %d GPU(s) visible, heap.copy %s, batched up to %zu bytes, NVSHMEM "
-                    "%d.%d\n",
+                    "%d.%d, %s\n",
                     upcxx::rank_n(), ndev, upcxx::extra::nvshmem_heap::fast_copies() ? "fast mode" : "public-API mode",
-                    batch_bytes, NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION);
+                    batch_bytes, NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION, region_note.c_str());
             for (const std::string &d : dirs) {
                 const char *dir = d.c_str();
                 // Who times what: put and get on rank 0 alone; both: rank 0 puts, rank 1 gets.
@@ -147,22 +177,50 @@ int main(int argc, char **argv) {
                             nvshmem_quiet();
                             return now() - t0;
                         };
+                        // The same calls in one NVSHMEM batching region (stopped before the quiet).
+                        auto run_region = [&] {
+                            const double t0 = now();
+#if UXN_FLOOD_REGION
+                            nvshmemx_region_handle_t rh = 0;
+                            const bool opened = nvshmemx_region_start(&rh, &region_attrs) == 0;
+                            for (std::size_t k = 0; k < w; k++) {
+                                const std::size_t o = static_cast<std::size_t>(off(k));
+                                if (putting)
+                                    nvshmem_putmem_nbi(dst + o, src + o, n, next);
+                                else
+                                    nvshmem_getmem_nbi(dst + o, src + o, n, next);
+                            }
+                            if (opened) nvshmemx_region_stop(rh);
+                            nvshmem_quiet();
+#endif
+                            return now() - t0;
+                        };
                         upcxx::barrier();
-                        stats h, u, v;
+                        stats h, u, v, g;
                         if (active) {
-                            for (int i = 0; i < warm; i++) run_heap(batch_bytes), run_heap(0), run_nvshmem();
+                            for (int i = 0; i < warm; i++) {
+                                run_heap(batch_bytes), run_heap(0), run_nvshmem();
+                                if (region) run_region();
+                            }
                             for (int i = 0; i < reps; i++) {
                                 h.add(run_heap(batch_bytes));
                                 u.add(run_heap(0));
                                 v.add(run_nvshmem());
+                                if (region) g.add(run_region());
                             }
                         }
                         upcxx::barrier();
                         if (active && (d != "both" || me == 0 || me == 1)) {
                             const char *label = d == "both" ? (putting ? "both/put" : "both/get") : dir;
-                            std::printf("FLOOD %s %zu %zu %.2f %.2f %.2f %.2f %.2f %.2f %.3f %.3f\n", label, n, w,
+                            std::printf("FLOOD %s %zu %zu %.2f %.2f %.2f %.2f %.2f %.2f %.3f %.3f", label, n, w,
                                         h.lo * 1e6, h.hi * 1e6, u.lo * 1e6, u.hi * 1e6, v.lo * 1e6, v.hi * 1e6,
                                         v.lo / h.lo, u.lo / h.lo);
+                            if (region)
+                                std::printf(" %.2f %.2f %.3f\n", g.lo * 1e6, g.hi * 1e6, g.lo / h.lo);
+                            else if (UXN_FLOOD_REGION)
+                                std::printf(" n/a n/a n/a\n");
+                            else
+                                std::printf("\n");
                             std::fflush(stdout);
                         }
                         upcxx::barrier();
