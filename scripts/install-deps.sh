@@ -6,7 +6,7 @@
 #   UXN_DEPS=user    what building, installing and using the library needs (the quickstart): Rust,
 #                    cmake, make, g++, binutils, pkg-config, and ONE NVSHMEM for the doctor: release
 #                    UXN_NVSHMEM_DEFAULT of nvidia-nvshmem-cu${UXN_NVSHMEM_CUDA:-12}
-#                    (UXN_NVSHMEM_CUDA=13 takes the cu13 wheel: README, "Which NVSHMEM wheel").
+#                    (UXN_NVSHMEM_CUDA=13 takes the cu13 wheel: docs/install.md, "Which NVSHMEM wheel").
 #   UXN_DEPS=tests   (the default; .ci/run) the above, and what the tests need: Rust's rustfmt and
 #                    clippy, Open MPI, clang and libclang (one Rust test), every NVSHMEM release the
 #                    tests use, CUDA headers, and, with ../shared/upcxx, the UPC++ layout and nvcc.
@@ -46,7 +46,7 @@ if [ "$DEPS" = tests ]; then uxn_ensure_rust tests; else uxn_ensure_rust; fi || 
 #   openmpi-bin, libopenmpi-dev   mpiexec and mpi.h for the C tests
 #   libclang-dev, clang     bindgen in the Rust layout test only (libclang + its resource headers)
 # No root and no apt (a cluster login node): set UXN_NO_APT=1 (automatic without root or sudo)
-# and provide them from modules or Spack (README: "On a cluster").
+# and provide them from modules or Spack (docs/install.md: "On a cluster").
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
 packages=(cmake make g++ binutils pkg-config ca-certificates)
 tools=(cmake make c++ cc nm readelf strip pkg-config python3)

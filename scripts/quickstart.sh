@@ -8,7 +8,7 @@
 # The tests' dependencies: bash scripts/install-deps.sh (UXN_DEPS=tests, the default), then
 # ./scripts/test-all.sh.
 # Without root or apt (a cluster): UXN_NO_APT=1 PREFIX=$HOME/opt/upcxx-extra-nvshmem ./scripts/quickstart.sh
-# with cmake, a C/C++ compiler and pkg-config from modules or Spack (README: "On a cluster").
+# with cmake, a C/C++ compiler and pkg-config from modules or Spack (docs/install.md: "On a cluster").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UXN_DEPS=user . scripts/install-deps.sh

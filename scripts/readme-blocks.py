@@ -11,12 +11,25 @@ A marked block is a fenced code block whose opening fence directly follows a lin
 (HTML comments do not show on the rendered page). The block's text is written to OUTDIR/NAME
 (NAME may contain '/'). A marker not followed by a fence, or the same NAME twice, is an error.
 Prints one line per file written.
+
+A block that CI does not run says so, and why, on the line before its fence:
+
+    <!-- untested: WHY -->
+
+    scripts/readme-blocks.py --check README.md
+
+checks the page without writing anything (ctest: docs.readme): every fenced block that names a
+language is marked `test:` or `untested:`, the page is at most MAX_LINES lines, and it names the
+test command that .ci/run runs (./scripts/test-all.sh).
 """
 import os
 import re
 import sys
 
 MARKER = re.compile(r"^<!--\s*test:\s*(\S+)\s*-->\s*$")
+UNTESTED = re.compile(r"^<!--\s*untested:\s*\S.*-->\s*$")
+MAX_LINES = 250
+TEST_COMMAND = "./scripts/test-all.sh"
 FENCE = re.compile(r"^(```+|~~~+)")
 
 
@@ -42,7 +55,39 @@ def blocks(lines):
         i = j + 1
 
 
+def check(readme):
+    with open(readme, encoding="utf-8") as f:
+        lines = f.readlines()
+    list(blocks(lines))  # the markers' own errors
+    problems = []
+    i, fence = 0, None
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if m and fence is None:
+            fence = m.group(1)
+            lang = lines[i][len(fence):].strip()
+            prev = lines[i - 1] if i > 0 else ""
+            if lang and not MARKER.match(prev) and not UNTESTED.match(prev):
+                problems.append(f"{readme} line {i + 1}: a ```{lang} block with neither <!-- test: NAME --> "
+                                "nor <!-- untested: WHY --> on the line before it")
+        elif fence is not None and lines[i].startswith(fence) and not lines[i][len(fence):].strip():
+            fence = None
+        i += 1
+    if len(lines) > MAX_LINES:
+        problems.append(f"{readme}: {len(lines)} lines, more than {MAX_LINES}: move material to docs/ or CONTRIBUTING.md")
+    if TEST_COMMAND not in "".join(lines):
+        problems.append(f"{readme}: does not name {TEST_COMMAND}, the test command .ci/run runs")
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        raise SystemExit(1)
+    n = sum(1 for _ in blocks(lines))
+    print(f"{readme}: {len(lines)} lines, {n} blocks run by CI, every other code block marked untested")
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        return check(sys.argv[2])
     if len(sys.argv) != 3:
         raise SystemExit("usage: readme-blocks.py README.md OUTDIR")
     readme, out = sys.argv[1], sys.argv[2]
