@@ -16,10 +16,11 @@
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
 // Layers, bottom to top (tests/build_layers.rs checks that no `crate::` path points upward):
-// error; panic, logger, heap, cuda; nvshmem; table; doctor; abi.
+// error, env; panic, logger, heap, cuda; nvshmem; table; doctor; abi.
 pub mod abi;
 mod cuda;
 mod doctor;
+mod env;
 mod error;
 mod heap;
 mod logger;
@@ -32,6 +33,9 @@ mod table;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::doctor::{elf_check, report};
+    pub mod env {
+        pub use crate::env::*;
+    }
     pub use crate::nvshmem::{discovery, elf, host_library, state_layout};
     pub mod heap {
         pub use crate::heap::*;

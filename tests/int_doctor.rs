@@ -162,7 +162,7 @@ fn unknown_option_is_a_usage_error() {
     assert_eq!(code, 64, "stdout {out}\nstderr {err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("unknown option --frobnicate"), "{err}");
-    assert!(err.contains("Usage: upcxx-nvshmem-doctor [--json] [PATH]"), "{err}");
+    assert!(err.contains("Usage: upcxx-nvshmem-doctor [--json] [PATH]..."), "{err}");
     assert!(err.contains("64  usage error") && err.contains("66  PATH does not exist"), "{err}");
     // --help documents the same statuses, on stdout, with exit 0.
     let (code, out, _) = doctor_raw(&["--help"], &[], &[]);
@@ -173,7 +173,10 @@ fn unknown_option_is_a_usage_error() {
     // -h too, and the search order; --version, -V.
     let (code, short, _) = doctor_raw(&["-h"], &[], &[]);
     assert_eq!(code, 0);
-    assert!(short.contains("66  PATH") && short.contains("1. NVSHMEM_HOME") && short.contains("5. last, the tests' cache"), "{short}");
+    assert!(
+        short.contains("66  PATH") && short.contains("1. NVSHMEM_HOME") && short.contains("5. last, the other NVSHMEM releases"),
+        "{short}"
+    );
     for v in ["-V", "--version"] {
         let (code, out, _) = doctor_raw(&[v], &[], &[]);
         assert_eq!((code, out.trim()), (0, concat!("upcxx-nvshmem-doctor ", env!("CARGO_PKG_VERSION"))));
@@ -181,13 +184,16 @@ fn unknown_option_is_a_usage_error() {
 }
 
 #[test]
-fn two_paths_are_a_usage_error() {
+fn two_paths_are_each_checked() {
+    // One report each (tests/int_doctor_paths.rs has more): a library and a missing file, exit
+    // the higher status (66), the missing one named on one line of stderr.
     let libc = libc_path();
     let (code, out, err) = doctor_raw(&["--json", libc.to_str().unwrap(), "/nonexistent/other.so"], &[], &[]);
-    assert_eq!(code, 64, "stdout {out}\nstderr {err}");
-    assert!(out.is_empty(), "{out}");
-    assert!(err.contains(&format!("more than one PATH given ({} and /nonexistent/other.so)", libc.display())), "{err}");
-    assert!(err.contains("Usage: upcxx-nvshmem-doctor"), "{err}");
+    assert_eq!(code, 66, "stdout {out}\nstderr {err}");
+    let j: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("no JSON ({e}): {out}"));
+    assert_eq!(j.as_array().map(Vec::len), Some(1), "{j:#}");
+    assert_eq!(j[0]["library"]["path"], libc.display().to_string());
+    assert_eq!(err.trim_end(), "upcxx-nvshmem-doctor: cannot read /nonexistent/other.so: No such file or directory (ENOENT, os error 2)");
 }
 
 #[test]
@@ -244,11 +250,11 @@ fn nothing_found_is_unsupported_and_says_so() {
     assert_eq!(jcode, 2, "{j:#}");
     assert!(!out.contains("found by"), "{out}");
     assert!(out.contains("library:   none found\n"), "{out}");
-    assert!(out.contains("verdict:   unsupported: no NVSHMEM host library found; searched: "), "{out}");
+    assert!(out.contains("verdict:   unsupported: no NVSHMEM host library found (NVSHMEM_HOME is not set); searched: "), "{out}");
     assert!(out.contains("/usr/lib"), "{out}");
     assert_eq!(j["verdict"], "unsupported");
     assert_eq!(j["library"]["found_by"], Value::Null);
-    assert!(j["reason"].as_str().unwrap().starts_with("no NVSHMEM host library found; searched: "), "{j:#}");
+    assert!(j["reason"].as_str().unwrap().starts_with("no NVSHMEM host library found (NVSHMEM_HOME is not set); searched: "), "{j:#}");
     assert!(!j["library"]["searched"].as_array().unwrap().is_empty(), "{j:#}");
     let cache_entry = format!("{} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)", empty.display());
     assert_eq!(j["library"]["searched"].as_array().unwrap().last().unwrap(), cache_entry.as_str(), "{j:#}");
@@ -426,7 +432,7 @@ fn quickstart_release_is_the_scripts() {
     let common = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/common.sh")).unwrap();
     let release = common.lines().find_map(|l| l.strip_prefix("UXN_NVSHMEM_DEFAULT=")).expect("UXN_NVSHMEM_DEFAULT in common.sh");
     let (_, out, _) = doctor_raw(&["--help"], &[], &[]);
-    assert!(out.contains("2. the quickstart's NVSHMEM"), "{out}");
+    assert!(out.contains(&format!("2. the NVSHMEM {release} wheel in the install cache")), "{out}");
     let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/bin/upcxx-nvshmem-doctor.rs")).unwrap();
     assert!(src.contains(&format!("const QUICKSTART_NVSHMEM: &str = \"{release}\";")), "the doctor's QUICKSTART_NVSHMEM is not {release}");
 }

@@ -119,7 +119,7 @@ fn files_that_are_not_regular_files() {
     std::os::unix::fs::symlink(&a, &b).unwrap();
     let empty_dir = dir.join("emptydir");
     std::fs::create_dir(&empty_dir).unwrap();
-    // A root whose lib/libnvshmem_host.so.3 is a FIFO: not taken for the library.
+    // A root whose lib/libnvshmem_host.so.3 is a FIFO: not taken for the library, and named.
     let root = dir.join("root");
     std::fs::create_dir_all(root.join("lib")).unwrap();
     let c = std::ffi::CString::new(root.join("lib/libnvshmem_host.so.3").to_str().unwrap()).unwrap();
@@ -131,7 +131,7 @@ fn files_that_are_not_regular_files() {
         (Path::new("/dev/zero"), "is a character device, not a regular file"),
         (&empty_dir, "is a directory without an NVSHMEM host library"),
         (&a, "Too many levels of symbolic links"),
-        (&root, "is a directory without an NVSHMEM host library"),
+        (&root, "lib/libnvshmem_host.so.3 is a FIFO (named pipe), not a shared library"),
     ];
     for (path, want) in cases {
         for json in [false, true] {

@@ -17,59 +17,89 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use upcxx_extra_nvshmem::internals::elf_check::{self, FileProblem};
+use upcxx_extra_nvshmem::internals::elf_check::{self, Entry, FileProblem};
+use upcxx_extra_nvshmem::internals::env::{self, LoaderDir};
 use upcxx_extra_nvshmem::internals::report::{self, escape};
 
 /// The NVSHMEM release `scripts/quickstart.sh` installs (`UXN_NVSHMEM_DEFAULT` of
 /// `scripts/common.sh`; tests/int_doctor.rs checks that they agree).
 const QUICKSTART_NVSHMEM: &str = "3.4.5";
 
-const AFTER_HELP: &str = "PATH is libnvshmem_host.so.3 (or any NVSHMEM host library file), or an NVSHMEM root directory:
-then the first of lib/libnvshmem_host.so.3, lib/libnvshmem_host.so, lib64/libnvshmem_host.so.3,
-lib64/libnvshmem_host.so under it is used.
+const AFTER_HELP: &str = "PATH is an NVSHMEM host library file (libnvshmem_host.so.3), or an NVSHMEM root directory: then
+the first of lib/libnvshmem_host.so.3, lib/libnvshmem_host.so, lib64/libnvshmem_host.so.3,
+lib64/libnvshmem_host.so that exists under it is checked. Each PATH given is checked, one report
+each, in order.
 
-Without PATH the doctor checks the library that a program built as the README says would load:
-the first found of
-  1. NVSHMEM_HOME: $NVSHMEM_HOME/lib, then lib64 (what CMake builds against, and what
-     nvshmem_init loads when the loader finds none);
-  2. the quickstart's NVSHMEM: the release scripts/quickstart.sh installs, in its cache
-     ($UXN_CACHE, else ~/.cache/upcxx-extra-nvshmem: nvshmem/<release>, or nvshmem-cu13/<release>
-     with UXN_NVSHMEM_CUDA=13);
-  3. the dynamic loader's search path: $LD_LIBRARY_PATH, `ldconfig -p`, /usr/local/lib,
+Without PATH the doctor checks the library a program would load: the first found of
+  1. NVSHMEM_HOME: $NVSHMEM_HOME/lib, then lib64 (what a build against NVSHMEM_HOME uses, and
+     what nvshmem_init loads when the dynamic loader finds none);
+  2. the NVSHMEM 3.4.5 wheel in the install cache ($UXN_CACHE, else ~/.cache/upcxx-extra-nvshmem):
+     nvshmem/3.4.5, or nvshmem-cu13/3.4.5 with UXN_NVSHMEM_CUDA=13;
+  3. the dynamic loader's search path: each directory of $LD_LIBRARY_PATH (separated by : or ;,
+     an empty one is the current directory), `ldconfig -p`, /usr/local/lib,
      /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib;
-  4. pip: the nvidia-nvshmem-cu12/-cu13 wheels of the python3 on PATH (CMake's fallback);
-  5. last, the tests' cache: the other releases in that cache (newest first), which a program
+  4. the nvidia-nvshmem-cu12 / -cu13 wheels of the python3 on PATH;
+  5. last, the other NVSHMEM releases in the install cache (newest first), which a program
      loads only through NVSHMEM_HOME or LD_LIBRARY_PATH.
 The report says which it chose and why (`chosen:`; JSON library.found_by and library.why) and
 lists what was searched; when none is found it says so (exit 2).
 
-Exit status:
+--json prints one JSON object per report (for several PATHs, a JSON array of them).
+library.path is the file's name when that is valid UTF-8; otherwise it shows the name with
+U+FFFD for each byte that is not, and library.path_bytes holds the name byte for byte (an
+array of numbers 0-255). In the text report such a byte is written \\xNN.
+
+Exit status (for several PATHs, the highest of theirs):
   0   supported
   1   degraded (public route only)
   2   unsupported (also: no PATH and no NVSHMEM host library found; a file that is empty,
       not ELF, truncated or corrupt (never loaded), or whose loading crashes or stalls)
-  64  usage error (unknown option, more than one PATH)
+  64  usage error (an unknown option), or a bad value of UXN_NVSHMEM_CUDA (12 or 13) or
+      UXN_DOCTOR_LOAD_TIMEOUT_S (1 to 3600): one line naming the variable and its value
   66  PATH does not exist or cannot be read (the reason is named: permission denied (EACCES),
-      a symlink loop (ELOOP), ...), is not a regular file (FIFO, socket, device), or is a
-      directory without an NVSHMEM host library
+      a symlink loop (ELOOP), ...), is not a regular file (FIFO, socket, device, dangling
+      symbolic link: named, never opened), or is a directory without an NVSHMEM host library
+      (or whose library's place holds something that is not a file, named)
 
 A file is checked before it is loaded, then loaded in a child process, killed after 20 s
-(UXN_DOCTOR_LOAD_TIMEOUT_S=<seconds>).";
+(UXN_DOCTOR_LOAD_TIMEOUT_S=<seconds>, digits only, 1 to 3600).";
 
 /// Whether the NVSHMEM host library a job will load works with upcxx-extra-nvshmem (no GPU
 /// needed; NVSHMEM is not initialised).
 #[derive(Parser, Debug)]
-#[command(name = "upcxx-nvshmem-doctor", version, override_usage = "upcxx-nvshmem-doctor [--json] [PATH]", after_help = AFTER_HELP)]
+#[command(name = "upcxx-nvshmem-doctor", version, override_usage = "upcxx-nvshmem-doctor [--json] [PATH]...", after_help = AFTER_HELP)]
 struct Cli {
     /// Print the report as JSON
     #[arg(long)]
     json: bool,
-    /// The NVSHMEM host library file, or an NVSHMEM root directory
+    /// An NVSHMEM host library file, or an NVSHMEM root directory
     #[arg(value_name = "PATH")]
     paths: Vec<PathBuf>,
-    /// The child process: load FILE, analyse it, print the report as JSON
-    #[arg(long = "load-in-child", value_name = "FILE", hide = true)]
-    load_in_child: Option<PathBuf>,
+    /// The child process: load the one PATH, analyse it, print the report as JSON. The parent
+    /// runs it as `--load-in-child -- PATH`: no name can be taken for an option.
+    #[arg(long = "load-in-child", hide = true)]
+    load_in_child: bool,
+}
+
+/// What the environment sets for the doctor, each value checked ([`env`]'s rules).
+struct Config {
+    /// UXN_NVSHMEM_CUDA: 12 (default) or 13.
+    cuda: u32,
+    /// UXN_DOCTOR_LOAD_TIMEOUT_S, else [`LOAD_TIMEOUT`].
+    load_timeout: Duration,
+}
+
+impl Config {
+    /// The doctor's variables, read once; a bad value exits 64 with one line naming it.
+    fn from_env() -> Config {
+        let or_exit = |bad: env::BadValue| -> ! {
+            eprintln!("upcxx-nvshmem-doctor: {}", escape(&bad.to_string()));
+            std::process::exit(EX_USAGE)
+        };
+        let cuda = env::nvshmem_cuda().unwrap_or_else(|b| or_exit(b)).unwrap_or(12);
+        let load_timeout = env::doctor_load_timeout().unwrap_or_else(|b| or_exit(b)).unwrap_or(LOAD_TIMEOUT);
+        Config { cuda, load_timeout }
+    }
 }
 
 /// sysexits.h EX_USAGE: the command was used incorrectly.
@@ -87,24 +117,18 @@ fn usage_error(msg: &str) -> ! {
     std::process::exit(EX_USAGE);
 }
 
-fn no_input(msg: &str) -> ! {
+/// The message of a PATH that cannot be checked (exit 66), on one line of stderr.
+fn no_input(msg: &str) {
     eprintln!("upcxx-nvshmem-doctor: {}", escape(msg));
-    std::process::exit(EX_NOINPUT);
 }
 
-/// Is `p` a file? Ok(false) when nothing is there (or it is not a file); Err names any other
-/// I/O error (a directory that cannot be searched: permission denied (EACCES), ...).
-fn is_file(p: &Path) -> Result<bool, String> {
-    match std::fs::metadata(p) {
-        Ok(m) => Ok(m.is_file()),
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => Ok(false),
-        Err(e) => Err(format!("cannot read {}: {}", p.display(), elf_check::io_reason(&e))),
-    }
-}
-
-/// Where the search looks, in order, and what each place is to a program built as the README says.
-struct Search {
+/// Where the search looks, in order, and what each place is to a program.
+struct Search<'c> {
+    config: &'c Config,
     searched: Vec<String>,
+    /// What NVSHMEM_HOME is, for the reasons of the places after it: "NVSHMEM_HOME is not set",
+    /// or where it points and that it holds no library.
+    home: String,
 }
 
 /// A library found by the search: the file, how, and why that is the one a program would load.
@@ -114,19 +138,26 @@ struct Found {
     why: String,
 }
 
-impl Search {
-    /// The first of `NAMES` in `dir`; what was seen goes into `searched` (`label` names the place).
+impl Search<'_> {
+    /// The first of `NAMES` that exists in `dir`; what was seen goes into `searched` (`label`
+    /// names the place). A name there that is not a file (a FIFO, a dangling symbolic link) is
+    /// named, and ends the look at that directory, as it ends the loader's.
     fn in_dir(&mut self, dir: &Path, label: &str) -> Option<PathBuf> {
         let entry = |s: &str| if label.is_empty() { s.to_string() } else { format!("{s} ({label})") };
         for n in NAMES {
-            match is_file(&dir.join(n)) {
-                Ok(true) => {
+            let p = dir.join(n);
+            match elf_check::probe(&p) {
+                Entry::File => {
                     self.searched.push(entry(&dir.display().to_string()));
-                    return Some(dir.join(n));
+                    return Some(p);
                 }
-                Ok(false) => {}
-                Err(e) => {
-                    self.searched.push(entry(&format!("{}: {e}", dir.display())));
+                Entry::Missing(_) => {}
+                Entry::NotAFile(kind) => {
+                    self.searched.push(entry(&format!("{}: {n} is {kind}, not a shared library", dir.display())));
+                    return None;
+                }
+                Entry::Unreadable(e) => {
+                    self.searched.push(entry(&format!("{}: cannot read {n}: {e}", dir.display())));
                     return None;
                 }
             }
@@ -138,46 +169,63 @@ impl Search {
     fn run(&mut self) -> Option<Found> {
         let found = |file: PathBuf, found_by: &str, why: String| Some(Found { file, found_by: found_by.to_string(), why });
         // 1. NVSHMEM_HOME.
-        match std::env::var_os("NVSHMEM_HOME").filter(|h| !h.is_empty()) {
+        match env::nvshmem_home() {
             Some(home) => {
                 for sub in ["lib", "lib64"] {
-                    if let Some(p) = self.in_dir(&Path::new(&home).join(sub), "") {
+                    if let Some(p) = self.in_dir(&home.join(sub), "NVSHMEM_HOME") {
                         return found(
                             p,
                             "NVSHMEM_HOME",
-                            "NVSHMEM_HOME is set: CMake builds the program against it, and nvshmem_init loads it when the loader finds none"
-                                .into(),
+                            format!(
+                                "NVSHMEM_HOME is set to {}: a build against NVSHMEM_HOME uses it, and nvshmem_init loads it when the \
+                                 loader finds none",
+                                home.display()
+                            ),
                         );
                     }
                 }
+                self.home = format!("NVSHMEM_HOME is set to {}, which has no NVSHMEM host library in lib or lib64", home.display());
             }
             None => self.searched.push("NVSHMEM_HOME: not set".into()),
         }
+        let home = self.home.clone();
         // 2. The quickstart's NVSHMEM.
         let cache = install_cache();
-        let cuda = std::env::var("UXN_NVSHMEM_CUDA").ok().filter(|c| c == "13").unwrap_or_else(|| "12".into());
+        let cuda = self.config.cuda;
         if cache.is_none() {
             self.searched.push("the quickstart's NVSHMEM: neither UXN_CACHE nor HOME is set".into());
         }
         if let Some(cache) = &cache {
-            let root = quickstart_root(cache, &cuda);
+            let root = quickstart_root(cache, cuda);
             let label = format!("the quickstart's NVSHMEM {QUICKSTART_NVSHMEM}, nvidia-nvshmem-cu{cuda}");
             if let Some(p) = self.in_dir(&root.join("lib"), &label) {
                 let why = format!(
                     "the NVSHMEM {QUICKSTART_NVSHMEM} (nvidia-nvshmem-cu{cuda}) that scripts/quickstart.sh installed, which the README \
-                     builds the first program against (NVSHMEM_HOME={}); NVSHMEM_HOME is not set",
+                     builds the first program against (NVSHMEM_HOME={}); {home}",
                     root.display()
                 );
                 return found(p, "quickstart", why);
             }
         }
-        // 3. The dynamic loader's search path.
-        let loader_why = "not set: the dynamic loader finds it on its search path";
-        if let Ok(ld) = std::env::var("LD_LIBRARY_PATH") {
-            for d in ld.split(':').filter(|d| !d.is_empty()) {
-                if let Some(p) = self.in_dir(Path::new(d), "LD_LIBRARY_PATH") {
-                    return found(p, "LD_LIBRARY_PATH", format!("NVSHMEM_HOME is {loader_why} (LD_LIBRARY_PATH, searched first)"));
+        // 3. The dynamic loader's search path, LD_LIBRARY_PATH read as the loader reads it.
+        let loader_why = |how: &str| format!("{home}: the dynamic loader finds it on its search path ({how})");
+        for d in env::ld_library_path().map(|v| env::loader_path(&v)).unwrap_or_default() {
+            let hit = match d {
+                LoaderDir::Dir(dir) => self.in_dir(&dir, "LD_LIBRARY_PATH"),
+                LoaderDir::CurrentDir => {
+                    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+                    self.in_dir(&cwd, "LD_LIBRARY_PATH: an empty element, the current directory")
                 }
+                LoaderDir::Token(dir) => {
+                    self.searched.push(format!(
+                        "{} (LD_LIBRARY_PATH: the loader expands its $ORIGIN, $LIB or $PLATFORM for each program: not searched)",
+                        dir.display()
+                    ));
+                    None
+                }
+            };
+            if let Some(p) = hit {
+                return found(p, "LD_LIBRARY_PATH", loader_why("LD_LIBRARY_PATH, searched first"));
             }
         }
         self.searched.push("ldconfig -p".into());
@@ -186,7 +234,7 @@ impl Search {
                 if line.trim_start().starts_with("libnvshmem_host.so") {
                     if let Some(p) = line.split("=>").nth(1).map(|s| PathBuf::from(s.trim())) {
                         if p.is_file() {
-                            return found(p, "system linker cache", format!("NVSHMEM_HOME is {loader_why} (its cache, ldconfig)"));
+                            return found(p, "system linker cache", loader_why("its cache, ldconfig"));
                         }
                     }
                 }
@@ -194,23 +242,24 @@ impl Search {
         }
         for d in ["/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"] {
             if let Some(p) = self.in_dir(Path::new(d), "") {
-                return found(p, "system library directory", format!("NVSHMEM_HOME is {loader_why} (a default directory)"));
+                return found(p, "system library directory", loader_why("a default directory"));
             }
         }
         // 4. pip.
         self.searched.push("pip: nvidia-nvshmem-cu12, nvidia-nvshmem-cu13 (python3 on PATH)".into());
         if let Some((p, pkg)) = pip_wheel() {
-            let why = "CMake's fallback when NVSHMEM_HOME is not set: the NVSHMEM wheel of the python3 on PATH".into();
+            let why = format!("{home}; without NVSHMEM_HOME, CMake's fallback is the NVSHMEM wheel of the python3 on PATH");
             return found(p, &format!("pip package {pkg}"), why);
         }
         // 5. The tests' cache.
         if let Some(cache) = &cache {
             self.searched.push(format!("{} (install cache: nvshmem/<release>, nvshmem-cu13/<release>)", cache.display()));
-            if let Some(p) = cached_releases(cache).into_iter().find_map(|lib| NAMES.iter().map(|n| lib.join(n)).find(|p| p.is_file())) {
+            let releases = cached_releases(cache, cuda);
+            if let Some(p) = releases.into_iter().find_map(|lib| NAMES.iter().map(|n| lib.join(n)).find(|p| p.is_file())) {
                 let how = "install cache of scripts/install-deps.sh; a job loads it only through NVSHMEM_HOME or LD_LIBRARY_PATH";
                 let why = format!(
-                    "nothing a program would load was found (not the quickstart's NVSHMEM {QUICKSTART_NVSHMEM} either): the newest \
-                     release the tests installed"
+                    "nothing a program would load was found ({home}; not the quickstart's NVSHMEM {QUICKSTART_NVSHMEM} either): the \
+                     newest release the tests installed"
                 );
                 return found(p, how, why);
             }
@@ -221,8 +270,8 @@ impl Search {
 
 /// `<cache>/nvshmem/<release>/nvidia/nvshmem` (cu12) or `<cache>/nvshmem-cu13/...`, as
 /// `uxn_nvshmem_root` of `scripts/common.sh` writes it.
-fn quickstart_root(cache: &Path, cuda: &str) -> PathBuf {
-    let sub = if cuda == "13" { "nvshmem-cu13" } else { "nvshmem" };
+fn quickstart_root(cache: &Path, cuda: u32) -> PathBuf {
+    let sub = if cuda == 13 { "nvshmem-cu13" } else { "nvshmem" };
     cache.join(sub).join(QUICKSTART_NVSHMEM).join("nvidia/nvshmem")
 }
 
@@ -299,18 +348,16 @@ fn output_within(cmd: &mut Command, limit: Duration) -> Option<Vec<u8>> {
 
 /// The cache `scripts/install-deps.sh` fills: `$UXN_CACHE`, else `~/.cache/upcxx-extra-nvshmem`.
 fn install_cache() -> Option<PathBuf> {
-    let nonempty = |k| std::env::var_os(k).filter(|v| !v.is_empty());
-    nonempty("UXN_CACHE").map(PathBuf::from).or_else(|| nonempty("HOME").map(|h| Path::new(&h).join(".cache/upcxx-extra-nvshmem")))
+    env::cache().or_else(|| env::home().map(|h| h.join(".cache/upcxx-extra-nvshmem")))
 }
 
 /// The `lib` directories of the NVSHMEM wheels in the install cache (`nvshmem/<release>` holds the
 /// cu12 wheels, `nvshmem-cu13/<release>` the cu13 ones), the newest release first; for the same
 /// release, the CUDA major version of `UXN_NVSHMEM_CUDA` (default 12) first. Directories whose
 /// name is not a release number (an install in progress, `3.4.5.partial`) are skipped.
-fn cached_releases(cache: &Path) -> Vec<PathBuf> {
-    let preferred = std::env::var("UXN_NVSHMEM_CUDA").unwrap_or_else(|_| "12".into());
+fn cached_releases(cache: &Path, preferred: u32) -> Vec<PathBuf> {
     let mut found: Vec<(Vec<u64>, bool, PathBuf)> = Vec::new();
-    for (sub, cuda) in [("nvshmem", "12"), ("nvshmem-cu13", "13")] {
+    for (sub, cuda) in [("nvshmem", 12), ("nvshmem-cu13", 13)] {
         let Ok(entries) = std::fs::read_dir(cache.join(sub)) else { continue };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -323,59 +370,69 @@ fn cached_releases(cache: &Path) -> Vec<PathBuf> {
 }
 
 /// The library file PATH names (a file, or the library under a root directory) and how it was
-/// found; exits 66 when there is none or it cannot be read, naming the I/O error.
-fn from_argument(arg: &Path) -> (PathBuf, String) {
-    let meta = std::fs::metadata(arg).unwrap_or_else(|e| no_input(&format!("cannot read {}: {}", arg.display(), elf_check::io_reason(&e))));
-    let (file, how) = if meta.is_dir() {
-        let mut hit = None;
-        for n in IN_ROOT {
-            match is_file(&arg.join(n)) {
-                Ok(true) => {
-                    hit = Some(arg.join(n));
-                    break;
+/// found; Err (exit 66) when there is none or it cannot be read, naming the I/O error or what is
+/// there instead of a file. Nothing but a regular file is ever opened.
+fn from_argument(arg: &Path) -> Result<(PathBuf, String), String> {
+    let (file, how) = match elf_check::probe(arg) {
+        Entry::Missing(e) | Entry::Unreadable(e) => return Err(format!("cannot read {}: {e}", arg.display())),
+        Entry::NotAFile(kind) if kind != "a directory" => {
+            return Err(format!("{} is {kind}, not a regular file: give the library file itself", arg.display()));
+        }
+        Entry::NotAFile(_) => {
+            let mut hit = None;
+            for n in IN_ROOT {
+                let p = arg.join(n);
+                match elf_check::probe(&p) {
+                    Entry::File => {
+                        hit = Some(p);
+                        break;
+                    }
+                    Entry::Missing(_) => {}
+                    Entry::NotAFile(kind) => {
+                        return Err(format!(
+                            "{} is {kind}, not a shared library (under an NVSHMEM root the first of {} that exists is checked)",
+                            p.display(),
+                            IN_ROOT.join(", ")
+                        ));
+                    }
+                    Entry::Unreadable(e) => return Err(format!("cannot read {}: {e}", p.display())),
                 }
-                Ok(false) => {}
-                Err(e) => no_input(&e),
+            }
+            match hit {
+                Some(p) => (p, format!("argument (NVSHMEM root {})", arg.display())),
+                None => {
+                    return Err(format!(
+                        "{} is a directory without an NVSHMEM host library; looked for {} under it",
+                        arg.display(),
+                        IN_ROOT.join(", ")
+                    ));
+                }
             }
         }
-        match hit {
-            Some(p) => (p, format!("argument (NVSHMEM root {})", arg.display())),
-            None => no_input(&format!(
-                "{} is a directory without an NVSHMEM host library; looked for {} under it",
-                arg.display(),
-                IN_ROOT.join(", ")
-            )),
-        }
-    } else {
-        (arg.to_path_buf(), "argument".to_string())
+        Entry::File => (arg.to_path_buf(), "argument".to_string()),
     };
     // A regular file only: a FIFO, socket or device is refused unread (opened O_NONBLOCK, then
     // fstat), never waited on; a file that cannot be opened (EACCES) is named as such.
     if let Err(p @ (FileProblem::NotRegular(_) | FileProblem::Io(_))) = elf_check::open_regular(&file) {
-        no_input(&p.describe(&file));
+        return Err(p.describe(&file));
     }
-    (file, how)
+    Ok((file, how))
 }
 
 /// How long loading and analysing a library may take in the child process.
-/// `UXN_DOCTOR_LOAD_TIMEOUT_S` (1 to 3600 seconds) overrides it.
+/// `UXN_DOCTOR_LOAD_TIMEOUT_S` (1 to 3600 seconds) overrides it ([`Config`]).
 const LOAD_TIMEOUT: Duration = Duration::from_secs(20);
-
-fn load_timeout() -> Duration {
-    let from_env = std::env::var("UXN_DOCTOR_LOAD_TIMEOUT_S").ok().and_then(|v| v.trim().parse::<u64>().ok());
-    from_env.map_or(LOAD_TIMEOUT, |s| Duration::from_secs(s.clamp(1, 3600)))
-}
 
 /// The report on a file: checked here (never loaded when the check fails), then loaded and
 /// analysed in a child process, so that whatever the checks cannot see (the library's own
 /// constructors, relocations into its own code) can kill or stall only that child; its death or
 /// a child still loading after [`LOAD_TIMEOUT`] is reported as unsupported.
-fn inspect(file: &Path, how: &str, why: Option<String>, searched: &[String]) -> report::Report {
+fn inspect(config: &Config, file: &Path, how: &str, why: Option<String>, searched: &[String]) -> report::Report {
     if let Err(mut r) = report::check_file(file, how, searched) {
         r.library.why = why;
         return *r;
     }
-    let mut r = match in_child(file) {
+    let mut r = match in_child(file, config.load_timeout) {
         Ok(json) => match report::from_json(&json) {
             Some(mut r) => {
                 r.library.found_by = Some(how.to_string());
@@ -422,17 +479,17 @@ fn split_report(out: &str) -> (Option<&str>, String) {
 
 /// Runs this program again (`current_exe()`) as the child that loads `file`, and returns the JSON
 /// report it printed, or why it did not finish.
-fn in_child(file: &Path) -> Result<String, String> {
+fn in_child(file: &Path, limit: Duration) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("the doctor cannot run itself to load it: {e}"))?;
     let child = Command::new(exe)
-        .arg("--load-in-child")
+        .args(["--load-in-child", "--"])
         .arg(file)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(|e| format!("the doctor cannot run itself to load it: {e}"))?;
-    let (status, out) = run_within(child, load_timeout())
+    let (status, out) = run_within(child, limit)
         .map_err(|limit| format!("loading it had not finished after {} s (the process that loaded it was killed)", limit.as_secs()))?;
     if let Some(sig) = status.signal() {
         return Err(format!(
@@ -491,32 +548,51 @@ fn parse() -> Cli {
     }
 }
 
+/// The report on one PATH, or the message of a PATH that cannot be checked (exit 66).
+fn for_path(config: &Config, arg: &Path) -> Result<report::Report, String> {
+    let (file, how) = from_argument(arg)?;
+    Ok(inspect(config, &file, &how, None, &[]))
+}
+
 fn main() {
     let cli = parse();
-    if let Some(file) = &cli.load_in_child {
-        child_main(file);
-    }
-    if cli.paths.len() > 1 {
-        let named: Vec<String> = cli.paths.iter().map(|p| p.display().to_string()).collect();
-        usage_error(&format!("more than one PATH given ({}); give one", named.join(" and ")));
-    }
-    let r = match cli.paths.first() {
-        Some(arg) => {
-            let (file, how) = from_argument(arg);
-            inspect(&file, &how, None, &[])
+    if cli.load_in_child {
+        match cli.paths.as_slice() {
+            [file] => child_main(file),
+            _ => usage_error("--load-in-child takes one PATH"),
         }
-        None => {
-            let mut search = Search { searched: Vec::new() };
-            match search.run() {
-                Some(f) => inspect(&f.file, &f.found_by, Some(f.why), &search.searched),
-                None => report::not_found(&search.searched),
+    }
+    let config = Config::from_env();
+    let mut reports = Vec::new();
+    let mut status = 0;
+    if cli.paths.is_empty() {
+        let mut search = Search { config: &config, searched: Vec::new(), home: "NVSHMEM_HOME is not set".into() };
+        let r = match search.run() {
+            Some(f) => inspect(&config, &f.file, &f.found_by, Some(f.why), &search.searched),
+            None => report::not_found(&search.searched, &search.home),
+        };
+        reports.push(r);
+    }
+    for arg in &cli.paths {
+        match for_path(&config, arg) {
+            Ok(r) => reports.push(r),
+            Err(msg) => {
+                no_input(&msg);
+                status = EX_NOINPUT;
             }
         }
+    }
+    status = reports.iter().map(|r| r.verdict as i32).fold(status, i32::max);
+    // With 66 for the only PATH nothing is written to stdout.
+    let text = match (cli.json, reports.as_slice()) {
+        (_, []) => String::new(),
+        (true, [one]) if cli.paths.len() <= 1 => one.to_json() + "\n",
+        (true, many) => format!("[\n{}\n]\n", many.iter().map(report::Report::to_json).collect::<Vec<_>>().join(",\n")),
+        (false, many) => many.iter().map(report::Report::to_text).collect::<Vec<_>>().join("\n"),
     };
     // A closed pipe (`| head`, `| grep -q`) is not an error of the doctor: ignore write failures.
-    let text = if cli.json { r.to_json() + "\n" } else { r.to_text() };
     let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-    std::process::exit(r.verdict as i32);
+    std::process::exit(status);
 }
 
 #[cfg(test)]

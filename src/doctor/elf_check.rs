@@ -87,6 +87,57 @@ pub fn io_reason(e: &std::io::Error) -> String {
     format!("{text} ({name}, os error {code})")
 }
 
+/// What is at a path, told from `lstat` and `stat` alone: nothing is opened, so a FIFO is never
+/// waited on and a device never touched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// Nothing there (ENOENT, or ENOTDIR: a path through a file): the reason.
+    Missing(String),
+    /// A regular file (through any symbolic links).
+    File,
+    /// Something that is not a regular file, named: "a FIFO (named pipe)", "a directory",
+    /// "a dangling symbolic link (to /x)".
+    NotAFile(String),
+    /// `stat` failed otherwise (EACCES, ELOOP, ...): the reason.
+    Unreadable(String),
+}
+
+/// What is at `path` ([`Entry`]).
+pub fn probe(path: &Path) -> Entry {
+    use std::io::ErrorKind::{NotADirectory, NotFound};
+    use std::os::unix::fs::FileTypeExt;
+    let link = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if matches!(e.kind(), NotFound | NotADirectory) => return Entry::Missing(io_reason(&e)),
+        Err(e) => return Entry::Unreadable(io_reason(&e)),
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if link.file_type().is_symlink() && matches!(e.kind(), NotFound | NotADirectory) => {
+            let to = std::fs::read_link(path).map_or_else(|_| "?".to_string(), |t| t.display().to_string());
+            return Entry::NotAFile(format!("a dangling symbolic link (to {to})"));
+        }
+        Err(e) => return Entry::Unreadable(io_reason(&e)),
+    };
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Entry::File;
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a file of a known type"
+    };
+    Entry::NotAFile(kind.to_string())
+}
+
 /// Opens `path` for reading only if it is a regular file (`nvshmem::elf::open_regular`).
 pub fn open_regular(path: &Path) -> Result<std::fs::File, FileProblem> {
     open_regular_file(path).map_err(FileProblem::from)
@@ -797,6 +848,28 @@ mod tests {
         assert_eq!(io_reason(&e), "Permission denied (EACCES, os error 13)");
         let e = std::io::Error::from_raw_os_error(libc::ELOOP);
         assert!(io_reason(&e).starts_with("Too many levels of symbolic links (ELOOP"), "{}", io_reason(&e));
+    }
+
+    #[test]
+    fn probe_names_what_is_there_without_opening_it() {
+        assert_eq!(probe(Path::new("/dev/null")), Entry::NotAFile("a character device".into()));
+        assert_eq!(probe(Path::new("/")), Entry::NotAFile("a directory".into()));
+        assert!(matches!(probe(Path::new("/nonexistent/x")), Entry::Missing(_)));
+        assert!(matches!(probe(Path::new("/etc/passwd/x")), Entry::Missing(_)));
+        let dir = std::env::temp_dir().join(format!("uxn-probe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (fifo, link, file) = (dir.join("fifo"), dir.join("dangling"), dir.join("file"));
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: a NUL-terminated path.
+        let made = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+        assert_eq!(made, 0);
+        std::os::unix::fs::symlink(dir.join("nothing"), &link).unwrap();
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(probe(&fifo), Entry::NotAFile("a FIFO (named pipe)".into()));
+        assert_eq!(probe(&link), Entry::NotAFile(format!("a dangling symbolic link (to {})", dir.join("nothing").display())));
+        assert_eq!(probe(&file), Entry::File);
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

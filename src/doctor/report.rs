@@ -12,6 +12,7 @@ use crate::nvshmem::host_library::{self, LoadedLibrary};
 use crate::nvshmem::state_layout;
 use crate::table::{Heap, TABLE};
 use serde::{Deserialize, Serialize};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Supported / degraded / unsupported, with the exit status of the doctor.
@@ -85,8 +86,12 @@ mod double_option {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Library {
-    /// None when no library was found.
+    /// None when no library was found. The file's name when it is valid UTF-8; otherwise the
+    /// name with U+FFFD for each byte that is not, and `path_bytes` holds the name.
     pub path: Option<String>,
+    /// The file's name, byte for byte, when it is not valid UTF-8 (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_bytes: Option<Vec<u8>>,
     /// How it was found (`argument`, `NVSHMEM_HOME`, ...); None when none was.
     pub found_by: Option<String>,
     /// Why this one was chosen over the places searched after it (the search without PATH).
@@ -200,6 +205,19 @@ pub struct Analysis {
     pub symbols: Vec<SymbolFacts>,
     pub steps: Vec<StepFacts>,
     pub layout: Layout,
+}
+
+/// Bytes (a file's name) as one line of text: what is UTF-8 as [`escape`] writes it, each other
+/// byte as `\xNN` (unambiguous: `escape` doubles every backslash).
+pub fn escape_bytes(b: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in b.utf8_chunks() {
+        out += &escape(chunk.valid());
+        for x in chunk.invalid() {
+            out += &format!("\\x{x:02x}");
+        }
+    }
+    out
 }
 
 /// `s` as one line of text: control characters (a newline in a directory name included) and
@@ -398,6 +416,7 @@ impl Report {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             library: Library {
                 path: path.map(|p| p.display().to_string()),
+                path_bytes: path.filter(|p| p.to_str().is_none()).map(|p| p.as_os_str().as_bytes().to_vec()),
                 found_by: found_by.map(str::to_string),
                 why: None,
                 searched: searched.to_vec(),
@@ -437,10 +456,12 @@ impl Report {
 }
 
 /// The doctor when no PATH was given and the search found no NVSHMEM host library: unsupported
-/// (the environment is the input), with what was searched.
-pub fn not_found(searched: &[String]) -> Report {
+/// (the environment is the input), with what was searched and what NVSHMEM_HOME is (`home`:
+/// "NVSHMEM_HOME is not set", or where it points and that it has no library).
+pub fn not_found(searched: &[String], home: &str) -> Report {
     let reason = format!(
-        "no NVSHMEM host library found; searched: {}; give PATH, or set NVSHMEM_HOME or LD_LIBRARY_PATH",
+        "no NVSHMEM host library found ({home}); searched: {}; give PATH, or set NVSHMEM_HOME to an NVSHMEM root \
+         directory (holding lib/libnvshmem_host.so.3), or name its lib directory in LD_LIBRARY_PATH",
         if searched.is_empty() { "nothing".to_string() } else { searched.join(", ") }
     );
     Report::new(None, None, searched).finish(Verdict::Unsupported, reason)
@@ -613,8 +634,12 @@ impl Report {
         let mut out = String::new();
         out += &format!("upcxx-nvshmem-doctor {}\n", e(&self.tool_version));
         let lib = &self.library;
-        match (&lib.path, &lib.found_by) {
-            (Some(p), Some(by)) if !p.is_empty() => out += &format!("library:   {} (found by {})\n", e(p), e(by)),
+        let path = match (&lib.path_bytes, &lib.path) {
+            (Some(b), _) => Some(escape_bytes(b)),
+            (None, p) => p.as_deref().map(escape),
+        };
+        match (&path, &lib.found_by) {
+            (Some(p), Some(by)) if !p.is_empty() => out += &format!("library:   {p} (found by {})\n", e(by)),
             (_, Some(by)) => out += &format!("library:   none {}\n", e(by)),
             _ => out += "library:   none found\n",
         }
@@ -687,6 +712,20 @@ mod tests {
         assert_eq!(escape("a\nverdict:   supported: x"), "a\\nverdict:   supported: x");
         assert_eq!(escape("tab\there\r\u{1b}[31m\\"), "tab\\there\\r\\u{1b}[31m\\\\");
         assert!(!escape("x\u{2028}y\u{85}").contains(['\u{2028}', '\u{85}']));
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_kept_byte_for_byte() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"/tmp/a\xff\\x/lib\xc3/libnvshmem_host.so.3");
+        let r = load_failed(Path::new(name), "argument", &[], "it crashed");
+        assert_eq!(r.library.path_bytes.as_deref(), Some(name.as_bytes()));
+        assert_eq!(from_json(&r.to_json()), Some(r.clone()));
+        assert!(r.to_text().contains("library:   /tmp/a\\xff\\\\x/lib\\xc3/libnvshmem_host.so.3 (found by argument)\n"), "{}", r.to_text());
+        // A valid name has no path_bytes.
+        let ok = load_failed(Path::new("/tmp/é/x.so"), "argument", &[], "x");
+        assert_eq!(ok.library.path_bytes, None);
+        assert!(!ok.to_json().contains("path_bytes"));
     }
 
     #[test]

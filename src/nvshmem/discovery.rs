@@ -14,6 +14,7 @@
 //! against the public `nvshmem_ptr` before use.
 
 use crate::cuda;
+use crate::env::{self, SourceSetting};
 use crate::error::{Error, Result, Status};
 use crate::nvshmem::elf;
 use crate::nvshmem::host_library::{self, LoadedLibrary};
@@ -40,16 +41,22 @@ impl Step {
     pub fn name(self) -> &'static str {
         Source::from(self).name()
     }
-    /// `UPCXX_EXTRA_NVSHMEM_SOURCE`'s values: Some(None) = every step, None = not a value.
-    pub fn parse(s: &str) -> Option<Option<Step>> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" | "none" => Some(None),
-            "dlsym" | "1" => Some(Some(Step::Dlsym)),
-            "symtab" | "2" => Some(Some(Step::Symtab)),
-            "cumodule" | "3" => Some(Some(Step::Cumodule)),
-            _ => None,
-        }
+}
+
+/// What `UPCXX_EXTRA_NVSHMEM_SOURCE` selects ([`env::source`] parses it): None = every step.
+fn from_setting(s: SourceSetting) -> Option<Step> {
+    match s {
+        SourceSetting::Auto => None,
+        SourceSetting::Dlsym => Some(Step::Dlsym),
+        SourceSetting::Symtab => Some(Step::Symtab),
+        SourceSetting::Cumodule => Some(Step::Cumodule),
     }
+}
+
+/// A variable of [`env`] whose value is bad, as the calls that read it fail: `INVALID_ARGUMENT`,
+/// the message naming the variable and its value.
+fn bad_env(bad: env::BadValue, what_else: &str) -> Error {
+    Error::new(Status::InvalidArgument, format!("{bad}{what_else}"))
 }
 
 /// What a C caller's source number selects: NONE = every step in order (`Ok(None)`), a
@@ -155,22 +162,17 @@ fn encode(which: Option<Step>) -> u32 {
     which.map_or(Source::None, Source::from) as u32
 }
 
-/// The selected step (None = all in order).
-pub fn selected() -> Option<Step> {
+/// The selected step (None = all in order): `select`'s, else `UPCXX_EXTRA_NVSHMEM_SOURCE`'s,
+/// taken once it is read with a good value. A bad value is `INVALID_ARGUMENT` naming it, at every
+/// call until it is fixed or `select` is called; nothing is taken from it.
+pub fn selected() -> Result<Option<Step>> {
     let v = SELECTED.load(Ordering::Relaxed);
     if v != u32::MAX {
-        return selection(v as i32).ok().flatten(); // stored by `encode`: always a valid selection
+        return Ok(selection(v as i32).ok().flatten()); // stored by `encode`: always a valid selection
     }
-    let from_env = std::env::var("UPCXX_EXTRA_NVSHMEM_SOURCE").ok().and_then(|s| {
-        let p = Step::parse(&s);
-        if p.is_none() {
-            log::warn!("UPCXX_EXTRA_NVSHMEM_SOURCE={s:?} is not one of auto, dlsym, symtab, cumodule: ignored");
-        }
-        p
-    });
-    let which = from_env.flatten();
+    let which = env::source().map_err(|bad| bad_env(bad, ", or call upcxx_extra_nvshmem_select_source"))?.and_then(from_setting);
     SELECTED.store(encode(which), Ordering::Relaxed);
-    which
+    Ok(which)
 }
 
 /// Selects one step (None: all in order); forgets the cached resolution.
@@ -363,7 +365,7 @@ pub fn resolve() -> Result<Arc<Resolution>> {
 
 /// The cached resolution for `lib`, the library found loaded by the caller (one search per query).
 fn resolve_loaded(lib: &'static LoadedLibrary) -> Result<Arc<Resolution>> {
-    let which = selected();
+    let which = selected()?;
     let mut cached = RESOLVED.lock();
     if let Some(r) = &*cached {
         if r.lib.path == lib.path && r.lib.load_bias == lib.load_bias && which.is_none_or(|s| Source::from(s) == r.source) {
@@ -400,7 +402,7 @@ pub fn read_fields(r: &Resolution) -> Result<StateFields> {
             f
         }
     };
-    if let Some(skew) = debug_heap_base_skew() {
+    if let Some(skew) = debug_heap_base_skew()? {
         f.heap_base = f.heap_base.wrapping_add_signed(skew);
     }
     Ok(f)
@@ -408,8 +410,8 @@ pub fn read_fields(r: &Resolution) -> Result<StateFields> {
 
 /// Test knob: `UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW=<bytes>` shifts the heap base read, to
 /// show that a wrong layout is caught by validation (docs/robustness.md). Never set it in a job.
-fn debug_heap_base_skew() -> Option<isize> {
-    std::env::var("UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW").ok()?.trim().parse().ok()
+fn debug_heap_base_skew() -> Result<Option<isize>> {
+    env::debug_heap_base_skew().map_err(|bad| bad_env(bad, ""))
 }
 
 /// Checks the fields against the public API: initialised, PE and PE count as reported by
@@ -452,6 +454,9 @@ pub fn validate(lib: &LoadedLibrary, f: &StateFields) -> Result<()> {
 /// Finds, reads and validates the heap now: one search for the loaded library, one read of the
 /// state, validated; every field the callers use (`peer_heap_base_remote` too) comes from it.
 pub fn query_live() -> Result<(Heap, StateFields)> {
+    // The variables a query reads, first: a bad value is said before anything else.
+    selected()?;
+    debug_heap_base_skew()?;
     let lib = loaded_library()?;
     if !lib.is_initialized() {
         crate::fail!(
@@ -536,9 +541,12 @@ mod tests {
 
     #[test]
     fn selection_and_provenance() {
-        assert_eq!(Step::parse("SymTab"), Some(Some(Step::Symtab)));
-        assert_eq!(Step::parse("auto"), Some(None));
-        assert_eq!(Step::parse("bogus"), None);
+        assert_eq!(from_setting(SourceSetting::Symtab), Some(Step::Symtab));
+        assert_eq!(from_setting(SourceSetting::Auto), None);
+        for s in [SourceSetting::Dlsym, SourceSetting::Symtab, SourceSetting::Cumodule] {
+            // The variable's numbers are the C enum's.
+            assert_eq!(from_setting(s).map(|st| Source::from(st) as i32), Some(s as i32));
+        }
         assert_eq!(Source::from_u32(3), Some(Source::Cumodule));
         assert_eq!(Source::from_u32(9), None);
         assert_eq!(selection(0).unwrap(), None);

@@ -8,9 +8,11 @@
 //! accepts: each carries a version field `(1 << 16) + size` that tells the library which layout
 //! it is given.
 
+use crate::env;
 use crate::error::{Error, Result, Status};
 use crate::nvshmem::host_library::{self, LoadedLibrary};
 use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
 
 /// The soname of NVSHMEM 3.x's host library.
 pub const SONAME: &str = "libnvshmem_host.so.3";
@@ -104,12 +106,22 @@ pub fn host() -> Result<Host> {
 }
 
 fn load() -> Result<&'static LoadedLibrary> {
-    let mut names = vec![SONAME.to_string()];
-    if let Some(home) = std::env::var_os("NVSHMEM_HOME").filter(|h| !h.is_empty()) {
-        names.push(format!("{}/lib/{SONAME}", home.to_string_lossy()));
-    }
+    let from_home = env::nvshmem_home().map(|home| home.join("lib").join(SONAME));
     let mut tried = Vec::new();
-    for name in &names {
+    for name in [Some(PathBuf::from(SONAME)), from_home].into_iter().flatten() {
+        // `load_global` takes UTF-8 only: a name it cannot be given is refused, never given as
+        // another (lossy) name.
+        let Some(name) = name.to_str() else {
+            crate::fail!(
+                InvalidArgument,
+                "NVSHMEM's host library is not in this process and could not be loaded ({}), and {} is set to {:?}, \
+                 which is not valid UTF-8: this library cannot load {SONAME} from it; name its lib directory in \
+                 LD_LIBRARY_PATH instead, or link the program with {SONAME}",
+                tried.join("; "),
+                env::NVSHMEM_HOME.name,
+                env::raw(env::NVSHMEM_HOME).unwrap_or_default()
+            );
+        };
         if let Err(e) = host_library::load_global(name) {
             tried.push(e);
             continue;

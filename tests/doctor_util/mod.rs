@@ -39,13 +39,26 @@ impl Outcome {
 
 /// Runs the doctor with `args`, killed after `kill_after` (then `timed_out`).
 pub fn doctor(args: &[&str], env: &[(&str, &str)], kill_after: Duration) -> Outcome {
-    // UXN_TEST_DOCTOR_BIN runs the corpus against another build (an old one, to see it fail).
-    let bin = std::env::var("UXN_TEST_DOCTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_upcxx-nvshmem-doctor").to_string());
-    let mut c = Command::new(bin);
-    c.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut c = doctor_command();
+    c.args(args);
     for (k, v) in env {
         c.env(k, v);
     }
+    run_doctor(c, kill_after)
+}
+
+/// The doctor's command (stdin null, stdout and stderr piped), to add arguments (any bytes),
+/// a working directory and variables to, then [`run_doctor`].
+pub fn doctor_command() -> Command {
+    // UXN_TEST_DOCTOR_BIN runs the corpus against another build (an old one, to see it fail).
+    let bin = std::env::var("UXN_TEST_DOCTOR_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_upcxx-nvshmem-doctor").to_string());
+    let mut c = Command::new(bin);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// Runs `c` (from [`doctor_command`]), killed after `kill_after` (then `timed_out`).
+pub fn run_doctor(mut c: Command, kill_after: Duration) -> Outcome {
     let t = Instant::now();
     let mut child = c.spawn().expect("run the doctor");
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
