@@ -5,7 +5,8 @@
 # prefix (the quickstart's); a HOME whose ~/.cache/upcxx-extra-nvshmem holds the cache's NVSHMEM
 # (a link), and whose ~/opt holds UPC++ built with CUDA (a link to the test layout); the layout's
 # CUDA home (headers, cudart, a driver stub in lib64/stubs) in place of the settings' toolkit,
-# /usr/local/cuda. For a release other than 2023.9.0 the settings name it instead.
+# /usr/local/cuda. For a release other than 2023.9.0 the settings name it instead. The blocks of
+# docs/install.md's "Without CMake" (first/build-upcxx.sh, first/run-upcxx.sh) join README's.
 #   cmake -DROOT=<repo> -DBIN=<dir> -DPREFIX=<moved prefix> -DCACHE=<cache> -DUPCXX_ROOT=<layout>
 #         -DRELEASE=<x.y.z> -DNVSHMEM_DEFAULT=<x.y.z> -P readme_first.cmake
 cmake_minimum_required(VERSION 3.20)
@@ -23,20 +24,22 @@ endif()
 file(REMOVE_RECURSE "${BIN}")
 file(MAKE_DIRECTORY "${BIN}/clone" "${BIN}/home/.cache/upcxx-extra-nvshmem")
 execute_process(COMMAND python3 "${ROOT}/scripts/readme-blocks.py" "${ROOT}/README.md" "${BIN}/blocks" COMMAND_ERROR_IS_FATAL ANY)
+execute_process(COMMAND python3 "${ROOT}/scripts/readme-blocks.py" "${ROOT}/docs/install.md" "${BIN}/blocks" COMMAND_ERROR_IS_FATAL ANY)
 execute_process(COMMAND cp -a "${PREFIX}" "${BIN}/clone/install" COMMAND_ERROR_IS_FATAL ANY)
 file(CREATE_LINK "${CACHE}/nvshmem" "${BIN}/home/.cache/upcxx-extra-nvshmem/nvshmem" SYMBOLIC)
 file(CREATE_LINK "${UPCXX_ROOT}" "${BIN}/home/opt" SYMBOLIC)
 set(b "${BIN}/blocks/first")
-file(READ "${b}/no-gpu.sh" s)
+file(READ "${b}/settings.sh" s)
+file(READ "${b}/no-gpu.sh" stub)
 foreach(want "UPCXX_INSTALL=$HOME/opt/upcxx-2023.9.0" "CUDA_HOME=/usr/local/cuda" "$CUDA_HOME/lib64/stubs/libcuda.so")
-  string(FIND "${s}" "${want}" at)
+  string(FIND "${s}${stub}" "${want}" at)
   if(at LESS 0)
-    message(FATAL_ERROR "README's settings without a GPU do not say '${want}' (update tests/driver/readme_first.cmake with them)")
+    message(FATAL_ERROR "README's settings do not say '${want}' (update tests/driver/readme_first.cmake with them)")
   endif()
 endforeach()
 string(REPLACE "upcxx-2023.9.0" "upcxx-${RELEASE}" s "${s}")
 string(REPLACE "CUDA_HOME=/usr/local/cuda" "CUDA_HOME=${UPCXX_ROOT}/cuda-home" s "${s}")
-file(WRITE "${b}/no-gpu.sh" "${s}")
+file(WRITE "${b}/settings.sh" "${s}")
 foreach(how cmake upcxx)
   set(log "${BIN}/run-${how}.log")
   execute_process(COMMAND env -i "HOME=${BIN}/home" "PATH=$ENV{PATH}" bash "${CMAKE_CURRENT_LIST_DIR}/newcomer.sh"
