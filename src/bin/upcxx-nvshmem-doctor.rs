@@ -5,9 +5,12 @@
 //! exit statuses). A file is never given to `dlopen` before its ELF headers have been checked
 //! against it (`doctor::elf_check`), and it is loaded in a child process (this program run again,
 //! `std::process::Command` on `current_exe()`): the doctor itself never dies of a signal or hangs
-//! on any file. With 64 and 66 nothing is written to stdout (not even with `--json`); the message
-//! is on stderr. Every string from the system in the text report and in the messages is escaped
-//! (`report::escape`): a path holding a newline cannot forge a line.
+//! on any file; the child is given the file as `--load-in-child -- FILE`, so no name is taken for
+//! an option. A PATH that cannot be checked (66) has its message on stderr and no report; with 64,
+//! or 66 for the only PATH, nothing is written to stdout (not even with `--json`). Every string
+//! from the system in the text report and in the messages is escaped (`report::escape`): a path
+//! holding a newline cannot forge a line. The environment is read through `env` (each variable
+//! parsed strictly; a bad value exits 64 with one line naming it).
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, Parser};
@@ -44,7 +47,7 @@ Without PATH the doctor checks the library a program would load: the first found
 The report says which it chose and why (`chosen:`; JSON library.found_by and library.why) and
 lists what was searched; when none is found it says so (exit 2).
 
---json prints one JSON object per report (for several PATHs, a JSON array of them).
+--json prints the report as one JSON object; for several PATHs, a JSON array of the reports.
 library.path is the file's name when that is valid UTF-8; otherwise it shows the name with
 U+FFFD for each byte that is not, and library.path_bytes holds the name byte for byte (an
 array of numbers 0-255). In the text report such a byte is written \\xNN.
