@@ -303,6 +303,7 @@ fn the_doctors_variables_are_parsed_strictly() {
         ("UXN_NVSHMEM_CUDA", "14"),
         ("UXN_NVSHMEM_CUDA", " 13"),
         ("UXN_NVSHMEM_CUDA", "cu13"),
+        ("UXN_NVSHMEM_CUDA", "13\nverdict:   supported"),
     ] {
         for args in [vec![p], vec!["--json", p], vec![]] {
             let o = doctor(&args, &[(var, value)], KILL_AFTER);

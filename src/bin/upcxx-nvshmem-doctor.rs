@@ -96,7 +96,8 @@ impl Config {
     /// The doctor's variables, read once; a bad value exits 64 with one line naming it.
     fn from_env() -> Config {
         let or_exit = |bad: env::BadValue| -> ! {
-            eprintln!("upcxx-nvshmem-doctor: {}", escape(&bad.to_string()));
+            // One line: the value is quoted with its control characters and other bytes escaped.
+            eprintln!("upcxx-nvshmem-doctor: {bad}");
             std::process::exit(EX_USAGE)
         };
         let cuda = env::nvshmem_cuda().unwrap_or_else(|b| or_exit(b)).unwrap_or(12);
@@ -590,7 +591,7 @@ fn main() {
     let text = match (cli.json, reports.as_slice()) {
         (_, []) => String::new(),
         (true, [one]) if cli.paths.len() <= 1 => one.to_json() + "\n",
-        (true, many) => format!("[\n{}\n]\n", many.iter().map(report::Report::to_json).collect::<Vec<_>>().join(",\n")),
+        (true, many) => serde_json::to_string_pretty(many).unwrap_or_default() + "\n",
         (false, many) => many.iter().map(report::Report::to_text).collect::<Vec<_>>().join("\n"),
     };
     // A closed pipe (`| head`, `| grep -q`) is not an error of the doctor: ignore write failures.
