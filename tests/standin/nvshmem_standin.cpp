@@ -12,6 +12,13 @@
 // every PE's heap is at the same virtual address (derived from the token, MAP_FIXED_NOREPLACE);
 // with it off the bases differ. The segments are unlinked as soon as every PE has mapped them
 // (end of init), so nothing is left in /dev/shm, even after a crash.
+//
+// Nodes: UXN_STANDIN_NODE_SIZE=k (unset or 0: one node) puts PEs i and j on one node when
+// i / k == j / k. A PE maps only the heaps of its own node's PEs; for a PE of another node
+// nvshmem_ptr is NULL and peer_heap_base_p2p holds NULL, while peer_heap_base_remote lists every
+// PE's base, as a multi-node NVSHMEM's state does. RMA to another node is not modelled (abort).
+// UXN_STANDIN_FAIL_INIT_PE=p: PE p's initialisation fails after the bootstrap's collective steps
+// (every PE passes them; the others' initialisation succeeds), as a PE's transport failing does.
 // SPDX-License-Identifier: BSD-3-Clause
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -65,6 +72,7 @@ struct Ctl {
 struct Fields {
     int status = NVSHMEM_STATUS_NOT_INITIALIZED;
     int me = -1, npes = 0, device = 0;
+    int node_size = 0;  // UXN_STANDIN_NODE_SIZE: PEs per node (0: every PE on one node)
     uint64_t token = 0;
     bool vmm = true;
     size_t size = 0, chunk = 0, mapped = 0;
@@ -149,6 +157,18 @@ void pause_briefly(unsigned &spins) {
         nanosleep(&t, nullptr);
     }
 }
+// UXN_STANDIN_NODE_SIZE (0 when unset, empty or not a positive number: one node).
+int env_node_size() {
+    const char *e = getenv("UXN_STANDIN_NODE_SIZE");
+    long k = e && *e ? strtol(e, nullptr, 10) : 0;
+    return k > 0 && k < (1L << 30) ? int(k) : 0;
+}
+bool same_node(const State &s, int a, int b) { return s.node_size <= 0 || a / s.node_size == b / s.node_size; }
+// UXN_STANDIN_FAIL_INIT_PE: the PE whose initialisation fails (-1: none).
+int env_fail_init_pe() {
+    const char *e = getenv("UXN_STANDIN_FAIL_INIT_PE");
+    return e && *e ? atoi(e) : -1;
+}
 double timeout_s() {
     const char *e = getenv("UXN_STANDIN_TIMEOUT_S");
     return e && *e ? atof(e) : 120.0;
@@ -229,6 +249,7 @@ int do_init(nvshmemx_init_attr_t *attr) {
     memcpy(&s.token, id->internal + 8, 8);
     s.me = me;
     s.npes = npes;
+    s.node_size = env_node_size();
     const char *v = getenv("NVSHMEM_DISABLE_CUDA_VMM");
     s.vmm = !(v && *v && strcmp(v, "0") != 0);
     // VMM on: NVSHMEM reserves NVSHMEM_MAX_MEMORY_PER_GPU of address space and maps physical memory
@@ -300,6 +321,7 @@ int do_init(nvshmemx_init_attr_t *attr) {
             s.local[size_t(pe)] = s.base;
             continue;
         }
+        if (!same_node(s, pe, me)) continue;  // another node: nothing mapped, nvshmem_ptr NULL
         // The peer's segment (bounded wait: it exists once the peer passed the barrier above).
         std::string name = seg_name(s.token, "pe", pe);
         int fd = -1;
@@ -329,6 +351,17 @@ int do_init(nvshmemx_init_attr_t *attr) {
     }
     uxn_standin_register_device_range(s.p2p_array, sizeof(char *) * size_t(npes), s.device);
     uxn_standin_register_device_range(s.remote_array, sizeof(char *) * size_t(npes), s.device);
+    if (env_fail_init_pe() == me) {  // injected: after every collective step of the bootstrap
+        for (int pe = 0; pe < npes; ++pe)
+            if (s.local[size_t(pe)]) uxn_standin_unregister_device_range(s.local[size_t(pe)]);
+        for (size_t off = 0; off < s.mapped; off += s.chunk) uxn_standin_unregister_device_range(s.base + off);
+        uxn_standin_unregister_device_range(s.p2p_array);
+        uxn_standin_unregister_device_range(s.remote_array);
+        free(s.p2p_array);
+        free(s.remote_array);
+        s.token = 0;  // the names are unlinked already
+        return fail_init(s, "injected by UXN_STANDIN_FAIL_INIT_PE (this PE's transport could not be set up)");
+    }
 
     memset(&nvshmemi_device_state, 0, sizeof nvshmemi_device_state);
     nvshmemi_device_state.version = int((1 << 16) + sizeof(nvshmemi_device_host_state_t));
@@ -347,7 +380,8 @@ void do_finalize() {
     std::lock_guard<std::mutex> lk(s.mu);
     if (s.status != NVSHMEM_STATUS_IS_INITIALIZED) return;
     barrier(s);  // as NVSHMEM's finalize: collective
-    for (int pe = 0; pe < s.npes; ++pe) uxn_standin_unregister_device_range(s.local[size_t(pe)]);
+    for (int pe = 0; pe < s.npes; ++pe)
+        if (s.local[size_t(pe)]) uxn_standin_unregister_device_range(s.local[size_t(pe)]);
     for (size_t off = 0; off < s.mapped; off += s.chunk) uxn_standin_unregister_device_range(s.base + off);
     uxn_standin_unregister_device_range(s.p2p_array);
     uxn_standin_unregister_device_range(s.remote_array);
@@ -460,7 +494,7 @@ UXN_EXPORT void nvshmemx_vendor_get_version_info(int *major, int *minor, int *pa
 UXN_EXPORT void *nvshmem_ptr(const void *p, int pe) {
     State &s = S();
     size_t off;
-    if (!in_heap(s, p, &off) || pe < 0 || pe >= s.npes) return nullptr;
+    if (!in_heap(s, p, &off) || pe < 0 || pe >= s.npes || !s.local[size_t(pe)]) return nullptr;  // another node
     return s.local[size_t(pe)] + off;
 }
 
@@ -504,7 +538,10 @@ UXN_EXPORT void nvshmem_free(void *p) {
 static void *peer_addr(const void *sym, int pe) {
     void *p = nvshmem_ptr(sym, pe);
     if (!p) {
-        warn("RMA on an address outside the symmetric heap (or bad PE %s%ld)", "", pe);
+        warn(
+            "RMA on an address outside the symmetric heap, a bad PE, or a PE of another node (remote transports "
+            "are not modelled): PE %s%ld",
+            "", pe);
         abort();
     }
     return p;

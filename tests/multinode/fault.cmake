@@ -1,0 +1,60 @@
+# A rank killed by SIGKILL while the others are inside the C++ layer (multinode_test kill=WHERE):
+# GASNet must end the job within BOUND seconds, with its status for a job whose process died, and
+# no rank may go on or hang in our code.
+#   cmake -DRUN=<upcxx-run> -DNP=4 -DPROGRAM=<multinode_test> -DWHERE=init|update|destroy|flood
+#         [-DBOUND=45] [-DEXPECT_RC=255] -P fault.cmake
+# Checks: the job ended by itself within BOUND s (execute_process's own limit is 2 x BOUND: past it
+# the job is killed and the test fails as a hang); the exit status is EXPECT_RC (udp: AMUDP's
+# spawner exits 255 when a worker's control connection drops; it prints nothing); the victim said
+# it was about to die; every other rank said it was inside WHERE; none returned from it, printed a
+# PASS, or was ended by the program's own watchdog.
+cmake_minimum_required(VERSION 3.20)
+foreach(v RUN NP PROGRAM WHERE)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "fault.cmake: ${v} is not set")
+  endif()
+endforeach()
+if(NOT BOUND)
+  set(BOUND 45)
+endif()
+if(NOT DEFINED EXPECT_RC)
+  set(EXPECT_RC 255)
+endif()
+set(where_name "${WHERE}")
+if(WHERE STREQUAL "init")
+  set(where_name "nvshmem_init")
+endif()
+math(EXPR limit "2 * ${BOUND}")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND "${RUN}" -n ${NP} "${PROGRAM}" "kill=${WHERE}" TIMEOUT ${limit}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+string(TIMESTAMP t1 "%s")
+math(EXPR took "${t1} - ${t0}")
+string(REPLACE "\n" "\n   | " shown "   | ${out}")
+message("${shown}")
+set(what "kill=${WHERE}")
+if(NOT rc MATCHES "^-?[0-9]+$")
+  message(FATAL_ERROR "${what}: ${rc} after ${took} s: the job was left running (a hang)")
+endif()
+if(took GREATER BOUND)
+  message(FATAL_ERROR "${what}: the job took ${took} s to end (bound ${BOUND} s)")
+endif()
+if(NOT rc EQUAL EXPECT_RC)
+  message(FATAL_ERROR "${what}: exit status ${rc}, not GASNet's ${EXPECT_RC} for a job whose process died")
+endif()
+math(EXPR victim "${NP} - 1")
+if(NOT out MATCHES "FAULT rank ${victim}: SIGKILL")
+  message(FATAL_ERROR "${what}: rank ${victim} did not get to its SIGKILL")
+endif()
+math(EXPR last "${NP} - 2")
+foreach(r RANGE 0 ${last})
+  if(NOT out MATCHES "FAULT rank ${r}: in ${where_name}")
+    message(FATAL_ERROR "${what}: rank ${r} never said it was in ${where_name}")
+  endif()
+endforeach()
+foreach(bad "FAULT rank [0-9]+: [a-z_]+ returned" "RESULT multinode_test PASS" "watchdog")
+  if(out MATCHES "${bad}")
+    message(FATAL_ERROR "${what}: '${CMAKE_MATCH_0}': a rank went on after rank ${victim} died")
+  endif()
+endforeach()
+message(STATUS "${what}: rank ${victim} killed, the others ended by GASNet in ${took} s (exit status ${rc})")
