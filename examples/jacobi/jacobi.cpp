@@ -378,6 +378,14 @@ int main(int argc, char **argv) {
         heap.after(stream).wait();
         upcxx::barrier();
         const double t_multi = now() - t0;
+        // A CUDA error of the stream's work still made heap.after() ready; check_copies() has it.
+        std::string stream_error;
+        try {
+            heap.check_copies();
+        } catch (const upcxx::extra::nvshmem_error &e) {
+            stream_error = e.what();
+        }
+        agree(stream_error, "the solver's stream");
 
         // Every cell of this slab against the reference.
         std::vector<real> mine(std::size_t(nx) * chunk);
