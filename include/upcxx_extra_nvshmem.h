@@ -344,7 +344,9 @@ extern "C" {
  * found, read live and validated now (and published for translation).
  *
  * Statuses: OK; NULL_ARGUMENT; NOT_LOADED; NOT_INITIALIZED; UNSUPPORTED_LAYOUT;
- * VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3).
+ * VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3);
+ * INVALID_ARGUMENT (`UPCXX_EXTRA_NVSHMEM_SOURCE` or `UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW` has
+ * a value it does not take: the last error names the variable and the value).
  * Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_heap_query(struct upcxx_extra_nvshmem_heap_info_t *out);
@@ -645,7 +647,8 @@ const char *upcxx_extra_nvshmem_version(void);
  * PE count, read now. Every `upcxx_extra_nvshmem_nvshmem_*` function finds the library this way.
  *
  * Statuses: OK; NOT_LOADED (no library found or loadable: the last error lists what was tried;
- * a function missing; not NVSHMEM 3.x). Process-wide state (a library loaded stays loaded);
+ * a function missing; not NVSHMEM 3.x); INVALID_ARGUMENT (`NVSHMEM_HOME`, needed because the
+ * library was not found by its name, is not UTF-8). Process-wide state (a library loaded stays loaded);
  * thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_nvshmem_load(struct upcxx_extra_nvshmem_nvshmem_info_t *out);
@@ -735,6 +738,25 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_copy_batch(int device,
                                                                  void *stream,
                                                                  const struct upcxx_extra_nvshmem_copy_desc_t *copies,
                                                                  size_t count);
+
+/**
+ * Makes CUDA stream `stream` of device `device` wait, on the GPU, until the 32-bit word at `addr`
+ * is at least `value` in wrapping order (`(int32_t)(*addr - value) >= 0`): the work queued on
+ * `stream` after this call runs once a host thread has written such a value (or another stream
+ * has). `addr` is host memory mapped for the device (`cudaHostAlloc(..., cudaHostAllocMapped)`;
+ * its device address) or device memory. Nothing waits on the host. The C++ layer's
+ * `heap.copy_on_stream` makes a stream wait this way for a copy that `upcxx::copy` moves (its
+ * completion, run at UPC++ progress, writes the word); a C program may call it too. A word
+ * nobody writes leaves the stream waiting for ever: write it on every path.
+ *
+ * Statuses: OK (enqueued); NULL_ARGUMENT (`addr`); CUDA_ERROR (no driver, the device's context,
+ * or `cuStreamWaitValue32` failed: nothing was enqueued; the last error names the device and
+ * the call). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_stream_wait_value32(int device,
+                                                                          void *stream,
+                                                                          const void *addr,
+                                                                          uint32_t value);
 
 #ifdef __cplusplus
 }  // extern "C"

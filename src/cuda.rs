@@ -272,3 +272,27 @@ pub fn copy_batch(device: i32, stream: usize, batch: &mut [BatchCopy; BATCH_MAX]
     }
     check(r, "cuLaunchKernel(uxn_copy_batch)")
 }
+
+/// Enqueues on `stream` of `device` a wait, on the GPU, until the 32-bit word at `addr` (host
+/// memory mapped for the device, or device memory) is at least `value` in wrapping order
+/// (`cuStreamWaitValue32`, `CU_STREAM_WAIT_VALUE_GEQ`): the work queued on `stream` after it runs
+/// once a host thread (or another stream) has written such a value. On an error nothing was
+/// enqueued.
+#[allow(unsafe_code)]
+pub fn stream_wait_value32(device: i32, stream: usize, addr: usize, value: u32) -> Result<(), String> {
+    need_driver()?;
+    let (_on, _ctx) = OnDevice::enter(device)?;
+    // SAFETY: `stream` is a stream of this context (or a special handle), `addr` a word the GPU
+    // reads; the driver checks both and returns an error rather than faulting.
+    check(
+        unsafe {
+            sys::cuStreamWaitValue32_v2(
+                stream as sys::CUstream,
+                addr as sys::CUdeviceptr,
+                value,
+                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as std::ffi::c_uint,
+            )
+        },
+        "cuStreamWaitValue32",
+    )
+}

@@ -166,13 +166,14 @@ pub fn pes(n: impl Into<i64>) -> String {
     if n == 1 { "1 PE".to_string() } else { format!("{n} PEs") }
 }
 
-/// Shorthand for `Err(Error::new(status, format!(...)))`.
-#[macro_export]
+/// Shorthand for `Err(Error::new(status, format!(...)))`. Crate-private (reached as
+/// `crate::fail!` through the re-export at the crate root), as rustls-ffi keeps its internals.
 macro_rules! fail {
     ($status:ident, $($arg:tt)*) => {
         return Err($crate::error::Error::new($crate::error::Status::$status, format!($($arg)*)))
     };
 }
+pub(crate) use fail;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());

@@ -28,6 +28,9 @@ mod nvshmem;
 mod panic;
 mod table;
 
+/// `crate::fail!` (error.rs), crate-private.
+pub(crate) use error::fail;
+
 /// The modules this package's tests, benches, fuzzer and doctor binary reach into. Not an API:
 /// nothing here is kept stable.
 #[doc(hidden)]

@@ -12,7 +12,7 @@ use std::path::Path;
 /// The layers, bottom first. A module not listed here fails the test (give it a layer).
 const LAYERS: &[&[&str]] = &[
     // Status codes, the error type, the thread's last error.
-    &["error"],
+    &["error", "env"],
     // The panic boundary; logging; the heap record (what table/ and nvshmem/ share); the CUDA driver.
     &["panic", "logger", "heap", "cuda"],
     // NVSHMEM in this process: its host library, its state, discovery, initialisation.

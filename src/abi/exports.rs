@@ -160,7 +160,9 @@ fn intern(s: &str) -> *const c_char {
 /// found, read live and validated now (and published for translation).
 ///
 /// Statuses: OK; NULL_ARGUMENT; NOT_LOADED; NOT_INITIALIZED; UNSUPPORTED_LAYOUT;
-/// VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3).
+/// VALIDATION_FAILED; STEP_UNAVAILABLE (the selected step cannot run here); CUDA_ERROR (step 3);
+/// INVALID_ARGUMENT (`UPCXX_EXTRA_NVSHMEM_SOURCE` or `UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW` has
+/// a value it does not take: the last error names the variable and the value).
 /// Process-wide state; thread safety: any thread (a writer: serialised with the other writers).
 #[unsafe(no_mangle)]
 #[export]
@@ -820,7 +822,8 @@ fn nvshmem_info(host: &crate::nvshmem::init::Host) -> NvshmemInfo {
 /// PE count, read now. Every `upcxx_extra_nvshmem_nvshmem_*` function finds the library this way.
 ///
 /// Statuses: OK; NOT_LOADED (no library found or loadable: the last error lists what was tried;
-/// a function missing; not NVSHMEM 3.x). Process-wide state (a library loaded stays loaded);
+/// a function missing; not NVSHMEM 3.x); INVALID_ARGUMENT (`NVSHMEM_HOME`, needed because the
+/// library was not found by its name, is not UTF-8). Process-wide state (a library loaded stays loaded);
 /// thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
@@ -994,5 +997,25 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_copy_batch(
         *b = crate::cuda::BatchCopy { src: c.src as usize, dst: c.dst as usize, bytes: c.bytes };
     }
     crate::cuda::copy_batch(device, stream as usize, &mut batch, count)
+        .map_err(|m| Error::new(Status::CudaError, format!("device {device}: {m}")))
+}
+
+/// Makes CUDA stream `stream` of device `device` wait, on the GPU, until the 32-bit word at `addr`
+/// is at least `value` in wrapping order (`(int32_t)(*addr - value) >= 0`): the work queued on
+/// `stream` after this call runs once a host thread has written such a value (or another stream
+/// has). `addr` is host memory mapped for the device (`cudaHostAlloc(..., cudaHostAllocMapped)`;
+/// its device address) or device memory. Nothing waits on the host. The C++ layer's
+/// `heap.copy_on_stream` makes a stream wait this way for a copy that `upcxx::copy` moves (its
+/// completion, run at UPC++ progress, writes the word); a C program may call it too. A word
+/// nobody writes leaves the stream waiting for ever: write it on every path.
+///
+/// Statuses: OK (enqueued); NULL_ARGUMENT (`addr`); CUDA_ERROR (no driver, the device's context,
+/// or `cuStreamWaitValue32` failed: nothing was enqueued; the last error names the device and
+/// the call). Thread safety: any thread.
+#[unsafe(no_mangle)]
+#[export]
+pub extern "C" fn upcxx_extra_nvshmem_stream_wait_value32(device: c_int, stream: *mut c_void, addr: *const c_void, value: u32) -> Status {
+    nonnull(addr, "addr")?;
+    crate::cuda::stream_wait_value32(device, stream as usize, addr as usize, value)
         .map_err(|m| Error::new(Status::CudaError, format!("device {device}: {m}")))
 }

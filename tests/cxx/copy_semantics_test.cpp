@@ -63,8 +63,8 @@
 //      lengths, unaligned tails), completions fired before the batch ran, or a batch that waits
 //      for progress that never comes.
 //   F17 a knob value heap.copy does not take (UPCXX_EXTRA_NVSHMEM_COPY=bogus,
-//      UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=12x) fails the heap's construction on every rank with
-//      errc bad_environment naming the variable; the next heap is built fine. Naive: the value
+//      UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=12x, " -1", "\t-5", "+7", " 12", "-1", "12 ") fails the heap's construction
+//      on every rank with errc bad_environment naming the variable; the next heap is built fine. Naive: the value
 //      ignored, or one rank throwing while the others wait in the next collective.
 //   F12 a fast copy that fails after it was issued (test hook), destroy() called at once:
 //      destroy() waits for its redo through upcxx::copy; the target's bytes are right when
@@ -76,9 +76,45 @@
 //   F14 a raw T* from nvshmem_ptr(sym, peer) (a peer's heap as mapped here), source or
 //      destination: INVALID_ARGUMENT naming heap.to_global_ptr. Naive: only this rank's range
 //      checked, the mapping handed to upcxx::copy as host memory.
-//   F15 fork(): in a child, heap.copy (fast, 0 elements) and copy_after (also of host memory)
-//      throw errc forked, and touch neither CUDA nor UPC++. Naive: only the fast path refuses.
+//   F15 fork(): in a child, heap.copy (fast, 0 elements), copy_after (also of host memory),
+//      update() and check_copies() throw errc forked, and touch neither CUDA nor UPC++; destroy()
+//      and the destructor of a heap moved there return quietly (no abort, nothing on stderr).
+//      Naive: only the fast path refuses; destroy() destructing the parent's live allocators
+//      (UPC++ aborts), the destructor telling the child to call destroy().
 //      (A copy with host memory at both ends by type is upcxx::copy as written, unchecked.)
+//   F18 upcxx::discharge() after a copy with remote_cx::as_rpc (UPC++ >= 2021.3): internal-level
+//      progress alone (what discharge() makes) brings progress_required() to false, with no
+//      user-level progress on the initiator; the RPC then runs at the target with the bytes right.
+//      Naive: the remote completion sent from a user-level LPC, discharge() spinning forever.
+//   F19 raw ranges: a raw T* range that starts below the heap and runs into it (and one that runs
+//      into a peer's heap as mapped here) is INVALID_ARGUMENT in every form (raw -> UPC++ host
+//      global_ptr, UPC++ host global_ptr -> raw, raw -> heap global_ptr), nothing copied; one that
+//      ends exactly at the heap's base is host memory. Naive: only the first byte checked.
+//   F20 (stand-in) a batch launch that CUDA refuses at the call: the batch's copies still land, the
+//      heap stops batching and copy_batch_bytes() says 0, check_copies() names it once. Naive:
+//      copy_batch_bytes() still reporting the knob's value.
+//   F21 (stand-in, par) an asynchronous failure of a batch launch (its copies redone), then a thread
+//      issues 4 good batched copies and exits without progress: destroy() succeeds on every rank.
+//      Naive: a synchronize that reports the old failure again, blamed on every unsettled copy.
+//   F22 copy_on_stream(s, ...): s = a host function sleeping 150 ms, then cudaMemsetAsync(src,
+//      0x5a); the copy; then cudaMemcpyAsync(check, dst) queued on s: `check` must be all 0x5a (a
+//      copy not ordered after s's earlier work reads the old bytes; one that s's later work does
+//      not wait for is read before it lands: the stand-in delays every copy). For s = 0,
+//      cudaStreamLegacy, cudaStreamPerThread, a created stream, a stream of the other GPU (2
+//      GPUs); a copy that is upcxx::copy (host global pointers at both ends: s waits on the GPU
+//      for its completion); every completion form (future, promise, lpc, remote_cx::as_rpc); the
+//      call returns before s drained on the fast path. Naive: copy_after (no wait after), or a
+//      stream that waits for nothing.
+//   F23 after(s): not ready while a 300 ms host function runs on s, ready after it, never inside
+//      the call; as_promise, as_lpc, as_future (and 2023.9's as_eager_future / as_defer_future);
+//      every stream value; a CUDA error on s (stand-in) makes it ready and check_copies() throws
+//      naming after(); a thread with its own persona (par). Naive: a future made ready at once,
+//      or one that waits on the host.
+//   F24 graph capture: copy_on_stream and after() on a stream being captured throw errc
+//      stream_capture, nothing captured is left behind, the capture ends cleanly. Naive: an event
+//      recorded into the graph and polled for ever.
+//   F25 a copy_on_stream that fails after it was issued (test hook): its completion still means
+//      the bytes landed (redone), check_copies() names copy_on_stream once.
 //   F1 destroy() drains: rank 0 copies 64 MiB into rank 1's heap without waiting, and another 64
 //      MiB with copy_after behind a 300 ms host function; destroy(); rank 1 checks every byte as
 //      soon as destroy() returns; rank 0's futures become ready; nvshmem_free + nvshmem_finalize.
@@ -1326,16 +1362,485 @@ static void f15_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
         expect_forked([&] { (void)heap.copy(ga, gb, 0); });
         expect_forked([&] { (void)heap.copy_after(0, ga, gb, small); });
         expect_forked([&] { (void)heap.copy_after(0, host.data(), hg, 64); });
+        expect_forked([&] { (void)heap.update(); });
+        expect_forked([&] { heap.check_copies(); });
         _exit(wrong);
     }
     int status = -1;
     waitpid(pid, &status, 0);
     check("F15.fork", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "in a fork() child, 4 copies (fast, 0 elements, copy_after of device and of host memory) threw errc forked "
-          "(%d did not)",
+          "in a fork() child, 4 copies (fast, 0 elements, copy_after of device and of host memory), update() and "
+          "check_copies() threw errc forked (%d did not)",
           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    // destroy(), and the destructor of a heap moved into the child's scope: quiet, no abort.
+    for (const bool by_destroy : {true, false}) {
+        int err[2] = {-1, -1};
+        if (pipe(err) != 0) {
+            check("F15.fork_destroy", false, "pipe() failed");
+            break;
+        }
+        std::fflush(stdout);
+        const pid_t c = fork();
+        if (c == 0) {
+            dup2(err[1], 2);
+            close(err[0]);
+            if (by_destroy) {
+                heap.destroy();
+                _exit(heap.is_active() ? 3 : 0);
+            }
+            {
+                nvshmem_heap moved(std::move(heap));  // its destructor runs here, in the child
+            }
+            _exit(heap.is_active() ? 3 : 0);
+        }
+        close(err[1]);
+        std::string said;
+        char buf[512];
+        for (ssize_t r; (r = read(err[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<std::size_t>(r));
+        close(err[0]);
+        int st = -1;
+        waitpid(c, &st, 0);
+        check("F15.fork_destroy", WIFEXITED(st) && WEXITSTATUS(st) == 0 && said.empty(),
+              "in a fork() child, %s: exit status %d%s, stderr \"%s\"",
+              by_destroy ? "heap.destroy()" : "the destructor of the heap moved into the child",
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? " (killed by a signal)" : "", said.c_str());
+    }
+    check("F15.parent_heap", heap.is_active(), "the parent's heap is still active after its children");
     upcxx::delete_array(hg);
     barrier();
+}
+
+// =================================================================================================
+// F18: upcxx::discharge() after a copy with a remote completion.
+static void f18_discharge(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+#if COPY_HAS_REMOTE_CX
+    const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
+    for (std::size_t n : {std::size_t(64), small, big}) {
+        const int salt = 180 + static_cast<int>(n % 7);
+        prepare(a, b, n, salt);
+        const long replies0 = g_rpc_replies, wrong0 = g_rpc_wrong;
+        heap.copy(ga, gb_next, n, remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt));
+        // What upcxx::discharge() does, with a deadline: internal-level progress only.
+        const double end = copy_test::now() + 60;
+        while (upcxx::progress_required() && copy_test::now() < end) upcxx::progress(upcxx::progress_level::internal);
+        const bool discharged = !upcxx::progress_required();
+        if (discharged) upcxx::discharge();  // returns at once now
+        check("F18.discharge", discharged,
+              "%zu B with remote_cx::as_rpc: internal-level progress alone discharged it (progress_required() %d)", n,
+              static_cast<int>(upcxx::progress_required()));
+        const bool ran = copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F18.rpc", ran && g_rpc_wrong == wrong0, "%zu B: the RPC ran at the target (%s), %ld wrong bytes there",
+              n, ran ? "yes" : "no", static_cast<long>(g_rpc_wrong - wrong0));
+        barrier();
+    }
+#else
+    (void)heap, (void)a, (void)b;
+    skip("F18", "upcxx::copy has no remote_cx in this UPC++ release");
+#endif
+}
+
+// =================================================================================================
+// F19: a raw range that runs into a heap.
+static void f19_raw_ranges(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    const upcxx_extra_nvshmem_status_t INV = UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT;
+    const std::size_t half = 65536, n = 2 * half;
+    unsigned char *below = static_cast<unsigned char *>(heap.base()) - half;  // [base - 64 KiB, base + 64 KiB)
+    const hptr hg = upcxx::new_array<unsigned char>(n);
+    std::memset(hg.local(), 0x33, n);
+    cudaMemset(b, 0, n);
+    cudaDeviceSynchronize();
+    expect_error("F19.raw_range", INV, "to_global_ptr", "heap.copy(raw range into the heap, UPC++ host gp)",
+                 [&] { (void)heap.copy(below, hg, n); });
+    expect_error("F19.raw_range", INV, "to_global_ptr", "heap.copy(UPC++ host gp, raw range into the heap)",
+                 [&] { (void)heap.copy(hg, below, n); });
+    expect_error("F19.raw_range", INV, "to_global_ptr", "heap.copy(raw range into the heap, my heap gp)",
+                 [&] { (void)heap.copy(static_cast<const unsigned char *>(below), heap.to_global_ptr(b), n); });
+    expect_error("F19.raw_range", INV, "heap offset 0", "the message names the first heap byte of the range",
+                 [&] { (void)heap.copy(below, hg, half + 1); });
+    check("F19.nothing_copied",
+          count_not(b, n, 0) == 0 && count_not(static_cast<unsigned char *>(hg.local()), n, 0x33) == 0,
+          "the refused copies wrote nothing");
+    (void)a;
+    unsigned char *peer_b = static_cast<unsigned char *>(nvshmem_ptr(b, next));
+    if (peer_b && next != me && peer_b != b) {
+        expect_error("F19.peer_range", INV, "to_global_ptr", "a raw range that runs into a peer's mapping",
+                     [&] { (void)heap.copy(peer_b - 64, hg, 128); });
+        expect_error("F19.peer_range", INV, "to_global_ptr", "a raw destination range into a peer's mapping",
+                     [&] { (void)heap.copy(hg, peer_b - 64, 128); });
+    }
+    upcxx::delete_array(hg);
+    barrier();
+}
+
+// =================================================================================================
+// F22-F25: the stream operations.
+static const std::size_t so_n = 1 * MiB;
+static const std::size_t so_off = 96 * MiB;  // a and b: [so_off, so_off + 2 so_n) is theirs
+
+// The streams to try: 0, legacy, per-thread, a created one (made and destroyed by the caller).
+struct named_stream {
+    const char *name;
+    cudaStream_t s;
+};
+
+// One ordering case on `s`: slow work writes the source, the copy, then a read of the destination
+// queued on s; waits through after(s) (never cudaStreamSynchronize: a copy that is upcxx::copy
+// needs progress before s can go on). `copy` issues the copy and returns a future of it. Host
+// memory (`host_mem`) is written and read by host functions on s, device memory by CUDA copies.
+struct so_host_op {
+    unsigned char *to;
+    const unsigned char *from;  // nullptr: fill `to` with 0x5a
+};
+static void CUDART_CB so_host_fn(void *arg) {
+    const so_host_op *op = static_cast<const so_host_op *>(arg);
+    if (op->from)
+        std::memcpy(op->to, op->from, so_n);
+    else
+        std::memset(op->to, 0x5a, so_n);
+}
+template <class Copy>
+static void so_case(nvshmem_heap &heap, const char *name, cudaStream_t s, unsigned char *src, unsigned char *dst_local,
+                    bool host_mem, bool expect_fast, Copy copy) {
+    static int ms = 150;
+    static so_host_op fill_op, read_op;
+    unsigned char *check_buf = nullptr;
+    if (cudaMallocHost(reinterpret_cast<void **>(&check_buf), so_n) != cudaSuccess) {
+        check("F22.setup", false, "%s: cudaMallocHost failed", name);
+        return;
+    }
+    std::memset(check_buf, 0, so_n);
+    if (host_mem) {
+        std::memset(src, 0, so_n);
+        std::memset(dst_local, 0, so_n);
+    } else {
+        cudaMemset(src, 0, so_n);
+        cudaMemset(dst_local, 0, so_n);
+        cudaDeviceSynchronize();
+    }
+    cudaLaunchHostFunc(s, sleep_host_fn, &ms);
+    fill_op = so_host_op{src, nullptr};
+    if (host_mem)
+        cudaLaunchHostFunc(s, so_host_fn, &fill_op);
+    else
+        cudaMemsetAsync(src, 0x5a, so_n, s);
+    const auto t0 = copy_test::now();
+    upcxx::future<> f = copy();
+    const double call_s = copy_test::now() - t0;
+    read_op = so_host_op{check_buf, dst_local};
+    if (host_mem)
+        cudaLaunchHostFunc(s, so_host_fn, &read_op);
+    else
+        cudaMemcpyAsync(check_buf, dst_local, so_n, cudaMemcpyDefault, s);
+    const bool done = waited("F22.wait", heap.after(s), name) && waited("F22.wait", f, name);
+    const long wrong = count_not(check_buf, so_n, 0x5a);
+    check("F22.order", done && wrong == 0, "%s: the read queued after copy_on_stream saw %ld of %zu bytes wrong", name,
+          wrong, so_n);
+    if (expect_fast)
+        check("F22.no_host_wait", call_s < 0.1,
+              "%s: copy_on_stream returned in %.3f s (the stream's 150 ms not waited for)", name, call_s);
+    cudaFreeHost(check_buf);
+}
+
+static void f22_copy_on_stream(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    unsigned char *src = a + so_off, *dst = b + so_off;
+    const dptr gs = heap.to_global_ptr(src), gd = heap.to_global_ptr(dst);
+    cudaStream_t created = nullptr;
+    cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+    const named_stream streams[] = {{"stream 0", nullptr},
+                                    {"cudaStreamLegacy", cudaStreamLegacy},
+                                    {"cudaStreamPerThread", cudaStreamPerThread},
+                                    {"a created stream", created}};
+    const auto c0 = heap.copies();
+    for (const named_stream &ns : streams)
+        so_case(heap, ns.name, ns.s, src, dst, false, !forced, [&] { return heap.copy_on_stream(ns.s, gs, gd, so_n); });
+    path_is("F22.path", c0, 4, 0, "4 copy_on_stream copies within my heap");
+    // Completion forms.
+    so_case(heap, "as_promise", created, src, dst, false, !forced, [&] {
+        upcxx::promise<> p;
+        heap.copy_on_stream(created, gs, gd, so_n, operation_cx::as_promise(p));
+        return p.finalize();
+    });
+    so_case(heap, "as_lpc", created, src, dst, false, !forced, [&] {
+        auto p = std::make_shared<upcxx::promise<>>();
+        heap.copy_on_stream(created, gs, gd, so_n,
+                            operation_cx::as_lpc(upcxx::current_persona(), [p] { p->fulfill_anonymous(1); }));
+        return p->get_future();
+    });
+    so_case(heap, "source_cx::as_future | operation_cx::as_future", created, src, dst, false, !forced, [&] {
+        upcxx::future<> sf, of;
+        std::tie(sf, of) =
+            heap.copy_on_stream(created, gs, gd, so_n, source_cx::as_future() | operation_cx::as_future());
+        return upcxx::when_all(sf, of);
+    });
+    // A copy that is upcxx::copy: UPC++ host global pointers at both ends; the stream waits on the
+    // GPU for its operation completion.
+    const hptr hs = upcxx::new_array<unsigned char>(so_n), hd = upcxx::new_array<unsigned char>(so_n);
+    so_case(heap, "upcxx::copy between host global pointers", created, hs.local(), hd.local(), true, false,
+            [&] { return heap.copy_on_stream(created, hs, hd, so_n); });
+    upcxx::delete_array(hs);
+    upcxx::delete_array(hd);
+#if COPY_HAS_REMOTE_CX
+    // remote_cx::as_rpc into the next PE's heap, on the stream: the RPC finds the bytes there.
+    {
+        const int salt = 220;
+        prepare(a, b, so_n, salt);
+        const long replies0 = g_rpc_replies, wrong0 = g_rpc_wrong;
+        const dptr gb_next = heap.to_global_ptr(b, next);
+        heap.copy_on_stream(created, heap.to_global_ptr(a), gb_next, so_n,
+                            remote_cx::as_rpc(rpc_check_at_target, gb_next, so_n, me, salt));
+        const bool ran = copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+        check("F22.as_rpc", ran && g_rpc_wrong == wrong0, "copy_on_stream with remote_cx::as_rpc: ran (%s), %ld wrong",
+              ran ? "yes" : "no", static_cast<long>(g_rpc_wrong - wrong0));
+        barrier();
+    }
+#endif
+    // A stream of the other GPU (2 GPUs): the copy runs on the heap's stream between two events.
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    if (ndev >= 2) {
+        const int other = (heap.device() + 1) % ndev;
+        cudaStream_t foreign = nullptr;
+        cudaSetDevice(other);
+        cudaStreamCreateWithFlags(&foreign, cudaStreamNonBlocking);
+        so_case(heap, "a stream of the other GPU", foreign, src, dst, false, !forced,
+                [&] { return heap.copy_on_stream(foreign, gs, gd, so_n); });
+        cudaStreamDestroy(foreign);
+        cudaSetDevice(heap.device());
+    } else {
+        skip("F22.other_device", "needs 2 GPUs visible");
+    }
+    cudaStreamDestroy(created);
+    barrier();
+}
+
+static void f23_after(nvshmem_heap &heap) {
+    cudaStream_t created = nullptr;
+    cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+    static int ms = 300;
+    const named_stream streams[] = {{"stream 0", nullptr},
+                                    {"cudaStreamLegacy", cudaStreamLegacy},
+                                    {"cudaStreamPerThread", cudaStreamPerThread},
+                                    {"a created stream", created}};
+    for (const named_stream &ns : streams) {
+        cudaLaunchHostFunc(ns.s, sleep_host_fn, &ms);
+        upcxx::future<> f = heap.after(ns.s);
+        const bool early = f.is_ready();
+        copy_test::progress_until([] { return false; }, 0.1);
+        const bool mid = f.is_ready();
+        const bool done = waited("F23.ready", f, ns.name);
+        check("F23.after", !early && !mid && done,
+              "%s: after() not ready in the call (%d), nor 100 ms into the 300 ms (%d), then ready (%d)", ns.name,
+              early, mid, done);
+    }
+    // Completion forms, never delivered inside the call.
+    cudaLaunchHostFunc(created, sleep_host_fn, &ms);
+    upcxx::promise<> p;
+    heap.after(created, operation_cx::as_promise(p));
+    std::atomic<int> lpc_runs{0};
+    heap.after(created, operation_cx::as_lpc(upcxx::current_persona(), [&] { lpc_runs++; }));
+    const bool lpc_early = lpc_runs.load() != 0;
+    upcxx::future<> f2 = heap.after(created, operation_cx::as_future());
+    bool ok = waited("F23.forms", p.finalize(), "as_promise") && waited("F23.forms", f2, "as_future") &&
+              copy_test::progress_until([&] { return lpc_runs.load() == 1; });
+    check("F23.forms", ok && !lpc_early && lpc_runs.load() == 1,
+          "as_promise, as_lpc (once, not in the call), as_future");
+#if COPY_HAS_EAGER
+    upcxx::future<> fe = heap.after(created, operation_cx::as_eager_future());
+    upcxx::future<> fd = heap.after(created, operation_cx::as_defer_future());
+    check("F23.eager",
+          !fd.is_ready() && waited("F23.eager", fe, "as_eager_future") && waited("F23.eager", fd, "as_defer_future"),
+          "as_eager_future and as_defer_future become ready");
+#endif
+    // A CUDA error of the stream's work (stand-in): after() is ready, check_copies() says so.
+    using fail_fn = int (*)(int);
+    const auto fail_copies = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    if (fail_copies) {
+        std::vector<unsigned char> x(64), y(64);
+        try {
+            heap.check_copies();
+        } catch (...) {
+        }
+        fail_copies(1);
+        cudaMemcpyAsync(y.data(), x.data(), 64, cudaMemcpyDefault, created);
+        const bool ready = waited("F23.error", heap.after(created), "after() of a failed copy");
+        std::string said;
+        try {
+            heap.check_copies();
+        } catch (const heap_error &e) {
+            said = e.what();
+        }
+        check("F23.error", ready && said.find("nvshmem_heap::after") != std::string::npos,
+              "a failed copy on the stream: after() ready, check_copies(): %s",
+              said.empty() ? "(nothing)" : said.c_str());
+    } else {
+        skip("F23.error", "the CUDA stand-in's failure control (a GPU cannot fail a copy safely)");
+    }
+#if UPCXX_THREADMODE
+    // A thread with its own persona: its after() completes at its own progress.
+    bool thread_ok = false;
+    std::thread t([&] {
+        cudaSetDevice(gpu);
+        cudaLaunchHostFunc(cudaStreamPerThread, sleep_host_fn, &ms);
+        upcxx::future<> f = heap.after(cudaStreamPerThread);
+        thread_ok = !f.is_ready() && wait_for(f, 60);
+    });
+    t.join();
+    check("F23.thread", thread_ok, "after() from another thread, on its per-thread stream, completed at its progress");
+#endif
+    cudaStreamDestroy(created);
+    barrier();
+}
+
+static void f24_capture(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    const dptr gs = heap.to_global_ptr(a + so_off), gd = heap.to_global_ptr(b + so_off);
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+        skip("F24", "cudaStreamBeginCapture failed");
+        cudaStreamDestroy(s);
+        return;
+    }
+    auto refused = [&](const char *what, auto &&call) {
+        std::string said = "no exception";
+        bool ok = false;
+        try {
+            call();
+        } catch (const heap_error &e) {
+            ok = e.errc() == upcxx::extra::nvshmem_errc::stream_capture;
+            said = e.what();
+        }
+        check("F24.refused", ok, "%s on a capturing stream: errc stream_capture: %s", what, said.c_str());
+    };
+    const auto c0 = heap.copies();
+    refused("copy_on_stream", [&] { (void)heap.copy_on_stream(s, gs, gd, 64); });
+    refused("after", [&] { (void)heap.after(s); });
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = cudaStreamEndCapture(s, &g);
+    check("F24.end", e == cudaSuccess && heap.copies().fast == c0.fast && heap.copies().fallback == c0.fallback,
+          "the capture ends cleanly (%s), nothing counted", cudaGetErrorString(e));
+    if (g) cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+}
+
+static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    if (!mapped || forced) {
+        skip("F25", "the fast path is not taken here");
+        return;
+    }
+    try {
+        heap.check_copies();
+    } catch (...) {
+    }
+    const int salt = 250;
+    prepare(a + so_off, b + so_off, so_n, salt);
+    upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    const bool done = waited(
+        "F25.redone", heap.copy_on_stream(s, heap.to_global_ptr(a + so_off), heap.to_global_ptr(b + so_off), so_n),
+        "a failed copy_on_stream");
+    std::string said;
+    try {
+        heap.check_copies();
+    } catch (const heap_error &e) {
+        said = e.what();
+    }
+    check("F25.redone",
+          done && count_wrong(b + so_off, so_n, me, salt) == 0 && said.find("copy_on_stream") != std::string::npos,
+          "a copy_on_stream CUDA failed: bytes right once complete (%ld wrong), check_copies(): %s",
+          count_wrong(b + so_off, so_n, me, salt), said.empty() ? "(nothing)" : said.c_str());
+    cudaStreamDestroy(s);
+    barrier();
+}
+
+// =================================================================================================
+// F20, F21: failed batch launches (the CUDA stand-in's controls).
+static void f20_refused_launch(unsigned char *a, unsigned char *b) {
+    using fail_fn = int (*)(int);
+    const auto fail_launches = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_launches"));
+    const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+    if (!fail_launches || !mapped || forced || (knob && std::string(knob) == "unbatched")) {
+        skip("F20", "needs the CUDA stand-in's launch control and batched fast copies");
+        return;
+    }
+    nvshmem_heap heap;
+    g_heap = &heap;
+    const int salt = 200;
+    prepare(a, b, small, salt);
+    const std::size_t limit = heap.copy_batch_bytes();
+    fail_launches(1);
+    std::vector<upcxx::future<>> fs;
+    for (std::size_t i = 0; i < 16; i++)
+        fs.push_back(heap.copy(heap.to_global_ptr(a + i * 256), heap.to_global_ptr(b + i * 256, next), 256));
+    bool ok = true;
+    for (auto &f : fs) ok = waited("F20.complete", f, "a copy of the refused batch") && ok;
+    barrier();
+    check("F20.bytes", ok && count_wrong(b, 16 * 256, prev, salt) == 0, "the refused batch's 16 copies landed");
+    check("F20.batch_bytes", limit > 0 && heap.copy_batch_bytes() == 0,
+          "copy_batch_bytes() was %zu, is %zu once the launch was refused (batching off)", limit,
+          heap.copy_batch_bytes());
+    std::string said;
+    try {
+        heap.check_copies();
+    } catch (const heap_error &e) {
+        said = e.what();
+    }
+    check("F20.check_copies", said.find("batching is off") != std::string::npos, "check_copies(): %s",
+          said.empty() ? "(nothing)" : said.c_str());
+    const auto c0 = heap.copies();
+    ok = waited("F20.after", heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, next), 64), "a copy after");
+    check("F20.after", ok && heap.copies().batched == c0.batched, "a small copy after it is not batched");
+    barrier();
+    heap.destroy();
+    g_heap = nullptr;
+}
+
+static void f21_failed_launch_then_thread(unsigned char *a, unsigned char *b) {
+#if UPCXX_THREADMODE
+    using fail_fn = int (*)(int);
+    const auto fail_copies = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
+    if (!fail_copies || !mapped || forced || (knob && std::string(knob) == "unbatched")) {
+        skip("F21", "needs the CUDA stand-in's failure control and batched fast copies");
+        return;
+    }
+    nvshmem_heap heap;
+    g_heap = &heap;
+    const int salt = 210;
+    prepare(a, b, small, salt);
+    bool ok = true;
+    if (me == 0) {
+        fail_copies(1);  // the batch's launch fails when it runs
+        ok = waited("F21.redone", heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), 512), "the failed batch");
+        try {
+            heap.check_copies();
+            ok = false;  // the failure must have been seen
+        } catch (const heap_error &) {
+        }
+        std::thread t([&] {
+            cudaSetDevice(gpu);
+            for (std::size_t i = 1; i <= 4; i++)
+                (void)heap.copy(heap.to_global_ptr(a + i * 512), heap.to_global_ptr(b + i * 512, 1), 512);
+        });
+        t.join();  // its persona makes no progress again; its copies are good
+    }
+    std::string err;
+    try {
+        heap.destroy();
+    } catch (const std::exception &e) {
+        err = e.what();
+    }
+    g_heap = nullptr;
+    check("F21.destroy", ok && err.empty(),
+          "a batch failed and redone, then 4 good copies from a thread that exited: destroy() %s",
+          err.empty() ? "succeeded" : err.c_str());
+    if (me == 1)
+        check("F21.bytes", count_wrong(b, 5 * 512, 0, salt) == 0, "the redone copy and the 4 good ones landed");
+    barrier();
+#else
+    (void)a, (void)b;
+    skip("F21", "threads issuing copies need the par threadmode");
+#endif
 }
 
 // =================================================================================================
@@ -1425,8 +1930,11 @@ static void f17_bad_knobs() {
     struct knob {
         const char *name, *value;
     };
+    const char *bytes = "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES";
     for (const knob k :
-         {knob{"UPCXX_EXTRA_NVSHMEM_COPY", "bogus"}, knob{"UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES", "12x"}}) {
+         {knob{"UPCXX_EXTRA_NVSHMEM_COPY", "bogus"}, knob{"UPCXX_EXTRA_NVSHMEM_COPY", " fast"}, knob{bytes, "12x"},
+          knob{bytes, " -1"}, knob{bytes, "\t-5"}, knob{bytes, "+7"}, knob{bytes, " 12"}, knob{bytes, "-1"},
+          knob{bytes, "12 "}, knob{bytes, ""}, knob{bytes, "18446744073709551616"}}) {
         const char *old = std::getenv(k.name);
         const std::string saved = old ? old : "";
         setenv(k.name, k.value, 1);
@@ -1519,6 +2027,12 @@ int main() {
         group("F13", [&] { f13_zero_elements(heap, a, b); });
         group("F14", [&] { f14_peer_mapping(heap, a, b); });
         group("F15", [&] { f15_fork(heap, a, b); });
+        group("F18", [&] { f18_discharge(heap, a, b); });
+        group("F19", [&] { f19_raw_ranges(heap, a, b); });
+        group("F22", [&] { f22_copy_on_stream(heap, a, b); });
+        group("F23", [&] { f23_after(heap); });
+        group("F24", [&] { f24_capture(heap, a, b); });
+        group("F25", [&] { f25_failed_stream_copy(heap, a, b); });
         group("F16", [&] { f16_batching(heap, a, b); });
         group("F6", [&] { f6_growth(heap, a); });
         group("destroy", [&] { heap.destroy(); });
@@ -1528,6 +2042,8 @@ int main() {
     group("F11", [&] { f11_untracked(a, b); });
     group("F17", [] { f17_bad_knobs(); });
     group("F12", [&] { f12_redo_before_destroy(a, b); });
+    group("F20", [&] { f20_refused_launch(a, b); });
+    group("F21", [&] { f21_failed_launch_then_thread(a, b); });
     group("F1", [&] { f1_destroy_drains(a, b); });
     nvshmem_free(b);
     nvshmem_free(a);

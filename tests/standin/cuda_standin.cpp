@@ -8,6 +8,7 @@
 // a position in a stream. Everything is guarded by one mutex; completions notify one condition
 // variable.
 // SPDX-License-Identifier: BSD-3-Clause
+#include <algorithm>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -48,7 +49,7 @@ struct BatchDesc {
 constexpr unsigned kBatchMax = 128;  // the kernel's parameter: this many descriptors
 
 struct Op {
-    enum Kind { Copy, Batch, Memset, HostFn, Marker } kind = Marker;
+    enum Kind { Copy, Batch, Memset, HostFn, Marker, WaitValue } kind = Marker;
     std::vector<BatchDesc> batch;  // Batch: its copies
     void *dst = nullptr;
     const void *src = nullptr;
@@ -57,6 +58,8 @@ struct Op {
     cudaHostFn_t fn = nullptr;
     void *arg = nullptr;
     bool fail = false;
+    const uint32_t *word = nullptr;  // WaitValue: runs once *word >= wait_value in wrapping order
+    uint32_t wait_value = 0;
     unsigned delay_us = 0;
     uint64_t index = 0;
     std::vector<Dep> deps;
@@ -69,13 +72,25 @@ struct Stream {
     bool worker = false;
     std::deque<Op> q;
     uint64_t enqueued = 0, completed = 0;
-    std::vector<uint64_t> failed;  // indices of failed copies not yet reported by a synchronize
+    std::vector<uint64_t> failed;  // indices of failed copies not yet reported (by an event or a synchronize)
     bool fail_since_record = false;
+    uint64_t last_record = 0;  // the index of the newest event record
+    // Stream capture (cudaStreamBeginCapture): ops enqueued meanwhile go into the graph, not run.
+    bool capturing = false;
+    cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+    std::vector<Op> captured;
+};
+// A captured graph (cudaStreamEndCapture): its ops; instantiating or launching it is not modelled.
+struct Graph {
+    std::vector<Op> ops;
 };
 struct Event {
+    int device = 0;  // recorded only on a stream of this device (cudaErrorInvalidResourceHandle otherwise)
     Stream *s = nullptr;
+    uint64_t from = 0;  // it reports the failures in (from, upto]: those since the record before it
     uint64_t upto = 0;
     bool error = false;
+    bool reported = false;  // its failures were taken from the stream's (a synchronize does not report them again)
     bool destroyed = false;
 };
 struct Ctx {
@@ -109,6 +124,8 @@ Global &G() {
 std::atomic<bool> g_touched{false}, g_forked{false};
 std::atomic<unsigned> g_delay_us{200};
 std::atomic<int> g_fail_next{0};
+std::atomic<int> g_fail_launches{
+    0};  // the next n cuLaunchKernel calls fail at the call (uxn_standin_fail_next_launches)
 std::atomic<long> g_failed_copies{0}, g_async_copies{0}, g_batch_launches{0}, g_batched_copies{0};
 int g_devices = 1;
 
@@ -203,6 +220,10 @@ void worker_main(Stream *s) {
                 break;
             case Op::Marker:
                 break;
+            case Op::WaitValue:  // cuStreamWaitValue32(GEQ): the host (or another stream) writes the word
+                while (static_cast<int32_t>(__atomic_load_n(op.word, __ATOMIC_ACQUIRE) - op.wait_value) < 0)
+                    std::this_thread::sleep_for(std::chrono::microseconds(20));
+                break;
         }
         lk.lock();
         s->completed = op.index;
@@ -263,6 +284,10 @@ Stream *resolve(const void *h, int dev) {
 // Enqueues op on s with the legacy stream's implicit ordering. g.mu held. Returns the op's index.
 uint64_t enqueue(Stream *s, Op op) {
     Global &g = G();
+    if (s->capturing) {  // recorded into the graph being captured, not run
+        s->captured.push_back(std::move(op));
+        return s->enqueued;
+    }
     if (s->legacy) {
         for (Stream *b : g.streams[s->device])
             if (b->blocking && b->completed < b->enqueued) op.deps.push_back({b, b->enqueued});
@@ -458,14 +483,30 @@ cudaError_t event_record(Event *e, const void *stream, int dev) {
     std::lock_guard<std::mutex> lk(g.mu);
     if (e->destroyed) return cudaErrorInvalidResourceHandle;
     Stream *s = resolve(stream, dev);
+    if (s->device != e->device) return cudaErrorInvalidResourceHandle;  // as CUDA: the event's device only
+    if (s->capturing) return cudaErrorStreamCaptureUnsupported;         // an event node is not modelled
     Op op;
     op.kind = Op::Marker;
     uint64_t i = enqueue(s, std::move(op));
     e->s = s;
+    e->from = s->last_record;
     e->upto = i;
     e->error = s->fail_since_record;
+    e->reported = false;
     s->fail_since_record = false;
+    s->last_record = i;
     return cudaSuccess;
+}
+// An event that completed with an error reports it (every time it is asked); the failures it
+// covers are then reported: a synchronize after it does not report them again. g.mu held.
+cudaError_t event_outcome(Event *e) {
+    if (!e->error) return cudaSuccess;
+    if (!e->reported) {
+        e->reported = true;
+        auto &f = e->s->failed;
+        f.erase(std::remove_if(f.begin(), f.end(), [&](uint64_t i) { return i > e->from && i <= e->upto; }), f.end());
+    }
+    return cudaErrorUnknown;
 }
 cudaError_t event_query(Event *e) {
     if (!e) return cudaErrorInvalidResourceHandle;
@@ -473,7 +514,7 @@ cudaError_t event_query(Event *e) {
     std::lock_guard<std::mutex> lk(g.mu);
     if (!e->s) return cudaSuccess;
     if (e->s->completed < e->upto) return cudaErrorNotReady;
-    return e->error ? cudaErrorUnknown : cudaSuccess;
+    return event_outcome(e);
 }
 cudaError_t event_sync(Event *e) {
     if (!e) return cudaErrorInvalidResourceHandle;
@@ -483,7 +524,7 @@ cudaError_t event_sync(Event *e) {
     Stream *s = e->s;
     uint64_t upto = e->upto;
     g.cv.wait(lk, [&] { return s->completed >= upto; });
-    return e->error ? cudaErrorUnknown : cudaSuccess;
+    return event_outcome(e);
 }
 cudaError_t stream_sync(const void *stream, int dev) {
     Global &g = G();
@@ -540,6 +581,7 @@ UXN_EXPORT int uxn_standin_present(void) { return 1; }
 UXN_EXPORT unsigned uxn_standin_set_copy_delay_us(unsigned us) { return g_delay_us.exchange(us); }
 UXN_EXPORT unsigned uxn_standin_copy_delay_us(void) { return g_delay_us.load(); }
 UXN_EXPORT int uxn_standin_fail_next_copies(int n) { return g_fail_next.exchange(n < 0 ? 0 : n); }
+UXN_EXPORT int uxn_standin_fail_next_launches(int n) { return g_fail_launches.exchange(n < 0 ? 0 : n); }
 UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load(); }
 UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
 UXN_EXPORT long uxn_standin_batch_launches(void) { return g_batch_launches.load(); }
@@ -766,6 +808,69 @@ UXN_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t stream, unsigned *flags) 
     if (flags) *flags = s->blocking ? cudaStreamDefault : cudaStreamNonBlocking;
     return cudaSuccess;
 }
+UXN_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t stream, int *device) {
+    RT_ENTER();
+    if (!device) return rt(cudaErrorInvalidValue);
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    *device = resolve(stream, runtime_device())->device;
+    return cudaSuccess;
+}
+// Stream capture: the ops enqueued on a capturing stream go into its graph and do not run. A
+// query of the legacy stream while a stream of its device captures in global mode is
+// cudaErrorStreamCaptureImplicit, as in CUDA; instantiating and launching a graph is not modelled.
+UXN_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    RT_ENTER();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    if (s->legacy) return rt(cudaErrorStreamCaptureUnsupported);
+    if (s->capturing) return rt(cudaErrorIllegalState);
+    s->capturing = true;
+    s->capture_mode = mode;
+    s->captured.clear();
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    RT_ENTER();
+    if (!graph) return rt(cudaErrorInvalidValue);
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, runtime_device());
+    if (!s->capturing) return rt(cudaErrorIllegalState);
+    s->capturing = false;
+    auto *gr = new Graph;
+    gr->ops = std::move(s->captured);
+    s->captured.clear();
+    *graph = reinterpret_cast<cudaGraph_t>(gr);
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status) {
+    RT_ENTER();
+    if (!status) return rt(cudaErrorInvalidValue);
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    const int dev = runtime_device();
+    Stream *s = resolve(stream, dev);
+    if (s->legacy)
+        for (Stream *o : g.streams[dev])
+            if (o->capturing && o->blocking && o->capture_mode == cudaStreamCaptureModeGlobal)
+                return rt(cudaErrorStreamCaptureImplicit);
+    *status = s->capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    RT_ENTER();
+    if (!graph) return rt(cudaErrorInvalidValue);
+    delete reinterpret_cast<Graph *>(graph);
+    return cudaSuccess;
+}
+UXN_EXPORT cudaError_t cudaHostGetDevicePointer(void **dev, void *host, unsigned) {
+    RT_ENTER();
+    if (!dev || !host) return rt(cudaErrorInvalidValue);
+    *dev = host;  // the stand-in's device is the host: one address space
+    return cudaSuccess;
+}
 UXN_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     RT_ENTER();
     return rt(stream_wait_event(s, reinterpret_cast<Event *>(e), runtime_device()));
@@ -786,8 +891,9 @@ UXN_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, 
 UXN_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) {
     RT_ENTER();
     if (!e) return rt(cudaErrorInvalidValue);
-    runtime_device();
-    *e = reinterpret_cast<cudaEvent_t>(new Event);
+    Event *ev = new Event;
+    ev->device = runtime_device();
+    *e = reinterpret_cast<cudaEvent_t>(ev);
     return cudaSuccess;
 }
 UXN_EXPORT cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
@@ -1080,7 +1186,9 @@ UXN_EXPORT CUresult cuEventCreate(CUevent *e, unsigned) {
     DRV_ENTER();
     if (!e) return CUDA_ERROR_INVALID_VALUE;
     if (drv_device() < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    *e = reinterpret_cast<CUevent>(new Event);
+    Event *ev = new Event;
+    ev->device = drv_device();
+    *e = reinterpret_cast<CUevent>(ev);
     return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
@@ -1109,6 +1217,28 @@ UXN_EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned) {
     DRV_ENTER();
     int dev = drv_device();
     return to_drv(stream_wait_event(s, reinterpret_cast<Event *>(e), dev < 0 ? 0 : dev));
+}
+// cuStreamWaitValue32 (GEQ only, what the library uses): the stream waits until the word, written
+// by a host thread, is at least `value` in wrapping order.
+static CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    DRV_ENTER();
+    const int dev = drv_device();
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!addr || (addr & 3) || flags != CU_STREAM_WAIT_VALUE_GEQ) return CUDA_ERROR_INVALID_VALUE;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (s->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    Op op;
+    op.kind = Op::WaitValue;
+    op.word = reinterpret_cast<const uint32_t *>(static_cast<uintptr_t>(addr));
+    op.wait_value = value;
+    enqueue(s, std::move(op));
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    return stream_wait_value32(s, addr, value, flags);
 }
 // One kernel, the library's batched copy (uxn_copy_batch): a module whose PTX defines it loads,
 // any other fails as on a GPU without a binary for it. Its launch is one operation on the stream
@@ -1144,6 +1274,8 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     const int dev = reinterpret_cast<Module *>(f)->device;
     Ctx *c = current_ctx();
     if (!c || c->device != dev) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int n = g_fail_launches.load(); n > 0;)
+        if (g_fail_launches.compare_exchange_weak(n, n - 1)) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     const auto *descs = static_cast<const BatchDesc *>(params[0]);
     Op op;
     op.kind = Op::Batch;

@@ -18,13 +18,19 @@ unsigned uxn_standin_set_copy_delay_us(unsigned us);
 unsigned uxn_standin_copy_delay_us(void);
 
 /* The next n asynchronous copies (cudaMemcpyAsync, cudaMemcpyPeerAsync, cuMemcpy*Async;
- * process-wide, counted at enqueue) move no bytes; the failure is reported as a real
- * asynchronous failure is: by the first event recorded after the copy on its stream
- * (cudaEventQuery / cudaEventSynchronize: cudaErrorUnknown, cuEventQuery: CUDA_ERROR_UNKNOWN,
- * once the event has completed) and once by the next cudaStreamSynchronize /
- * cudaDeviceSynchronize covering it. Later work on the stream is unaffected (not sticky).
- * n = 0 cancels. Returns how many were still pending. */
+ * process-wide, counted at enqueue) move no bytes; the failure is reported once, and only for
+ * the work it covers: by the first event recorded after the copy on its stream (every query of
+ * it: cudaEventQuery / cudaEventSynchronize: cudaErrorUnknown, cuEventQuery: CUDA_ERROR_UNKNOWN,
+ * once the event has completed) or, when no such event reported it first, by the next
+ * cudaStreamSynchronize / cudaDeviceSynchronize covering it. Later work on the stream is
+ * unaffected (not sticky). This models the failure a copy engine could recover from; a real
+ * GPU's asynchronous faults are sticky (every later call in the context fails), which the
+ * stand-in does not model. n = 0 cancels. Returns how many were still pending. */
 int uxn_standin_fail_next_copies(int n);
+/* The next n cuLaunchKernel calls (the batched-copy kernel) fail at the call with
+ * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, enqueue nothing and leave no error behind, as a launch a
+ * GPU refuses does. n = 0 cancels. Returns how many were still pending. */
+int uxn_standin_fail_next_launches(int n);
 /* How many injected copy failures have run so far (process-wide). */
 long uxn_standin_failed_copies(void);
 /* How many asynchronous copies have been enqueued so far (process-wide). */

@@ -85,25 +85,26 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
+        if (__builtin_expect(after.on, 0)) refuse_capture(after.stream, "nvshmem_heap::copy_on_stream");
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
-            // pointer into a heap is refused: a pointer outside the span of the heaps costs one
-            // subtraction and compare, inlined; one inside takes the rest of the copy out of line
-            // (checked_plain), so the usual path saves no register for it. copy_after() first
-            // checks what waiting for a stream needs.
+            // range that meets a heap is refused: a range clear of the span of the heaps costs
+            // two subtractions and compares, inlined; one that meets it takes the rest of the
+            // copy out of line (checked_plain), so the usual path saves no register for it.
+            // copy_after() first checks what waiting for a stream needs.
             if (after.set) check_usable(h);
-            if (__builtin_expect(raw_in_span(h, src) || raw_in_span(h, dst), 0))
+            if (__builtin_expect(raw_in_span(h, src, n) || raw_in_span(h, dst, n), 0))
                 return checked_plain<typename std::decay<S>::type, typename std::decay<D>::type>(
                     h, after, src, dst, n, std::forward<C>(cxs)...);
-            return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+            return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
         check_common(h, src, dst);
         if constexpr (src_end::known && dst_end::known) {
-            if (n == 0) return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
-            if constexpr (!src_end::global) not_into_heap(h, src, "source");
-            if constexpr (!dst_end::global) not_into_heap(h, dst, "destination");
+            if (n == 0) return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+            if constexpr (!src_end::global) not_into_heap(h, src, n, "source");
+            if constexpr (!dst_end::global) not_into_heap(h, dst, n, "destination");
             if (!may_be_device(src) && !may_be_device(dst))
-                return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+                return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
         if constexpr (sizeof...(C) == 0) {
             if constexpr (!internals::cx_known<internals::default_cxs_t>) {
@@ -120,12 +121,78 @@ struct copy_path {
         }
     }
 
-    // upcxx::copy with the caller's arguments, after `after` (the host waits for it).
+    // upcxx::copy with the caller's arguments, after `after` (the host waits for it; for
+    // copy_on_stream the stream then waits for its completion: upcxx_on_stream).
     template <class S, class D, class... C>
-    UPCXX_EXTRA_NVSHMEM_HOT static auto plain(stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+    UPCXX_EXTRA_NVSHMEM_HOT static auto plain(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
+        if (__builtin_expect(after.on, 0))
+            return upcxx_on_stream(h, after.stream, nullptr, std::forward<S>(src), std::forward<D>(dst), n,
+                                   std::forward<C>(cxs)...);
         if (after.set) wait_for(after.stream);
         return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+    }
+
+    // The caller's completions (upcxx::copy's default: an operation future) with `extra` added.
+    template <class X>
+    static auto with_cx(X &&extra) {
+        return backend::default_cx() | std::forward<X>(extra);
+    }
+    template <class X, class C>
+    static auto with_cx(X &&extra, C &&cxs) {
+        return std::forward<C>(cxs) | std::forward<X>(extra);
+    }
+
+    // copy_on_stream when the copy is upcxx::copy (no end mapped here, the public-API mode,
+    // completions the fast path cannot read): the host waits for the work queued on `s` so far,
+    // upcxx::copy with the caller's completions (tracked by `in_flight` when given: destroy()
+    // waits for it), then `s` waits on the GPU for the copy's operation completion: a ticket
+    // that an LPC on the master persona marks done, read by cuStreamWaitValue32 from mapped host
+    // memory (upcxx_extra_nvshmem_stream_wait_value32). The stream's later work therefore waits
+    // for UPC++ progress on the master persona.
+    template <class S, class D, class... C>
+    [[gnu::noinline]] static auto upcxx_on_stream(Heap &h, cudaStream_t s, std::shared_ptr<std::atomic<long>> in_flight,
+                                                  S &&src, D &&dst, std::size_t n, C &&...cxs)
+        -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
+        using R = decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...));
+        check_usable(h);
+        int device = stream_device(s);
+        if (device < 0) device = h.engine().device();
+        wait_for(s);
+        copy_engine &eng = h.engine();
+        const std::shared_ptr<copy_engine> keep = eng.shared_from_this();
+        const std::uint32_t t = eng.stream_ticket();
+        auto done = upcxx::operation_cx::as_lpc(upcxx::master_persona(), [keep, t] { keep->ticket_done(t); });
+        if (in_flight) in_flight->fetch_add(1);
+        auto issue = [&]() -> R {
+            try {
+                if (in_flight)
+                    return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
+                                       with_cx(std::move(done) | tracker(in_flight), std::forward<C>(cxs)...));
+                return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
+                                   with_cx(std::move(done), std::forward<C>(cxs)...));
+            } catch (...) {
+                eng.ticket_done(t);
+                if (in_flight) in_flight->fetch_sub(1);
+                throw;
+            }
+        };
+        auto wait = [&] {
+            if (!eng.stream_waits_for(s, t, device))
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                    "nvshmem_heap::copy_on_stream: the stream could not be made to wait on the GPU for "
+                                    "the upcxx::copy, and it did not complete within 60 s of progress: the copy is in "
+                                    "flight, and the work queued on the stream after this call is not ordered after it",
+                                    nvshmem_errc::cuda);
+        };
+        if constexpr (std::is_void<R>::value) {
+            issue();
+            wait();
+        } else {
+            R r = issue();
+            wait();
+            return r;
+        }
     }
 
     // One more operation completion that lowers `n` when the copy's operation completed: an LPC
@@ -143,8 +210,11 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         refuse_upcxx_crash(src, dst);
         h.engine().count_fallback();
-        if (after.set) wait_for(after.stream);
         std::shared_ptr<std::atomic<long>> in_flight = h.engine().fallbacks_in_flight();
+        if (after.on)
+            return upcxx_on_stream(h, after.stream, in_flight, std::forward<S>(src), std::forward<D>(dst), n,
+                                   std::forward<Cxs>(cxs));
+        if (after.set) wait_for(after.stream);
         in_flight->fetch_add(1);
         try {
             return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
@@ -176,7 +246,7 @@ struct copy_path {
             const bool heap_d = reach(h, dst, bytes, "destination", to, rank_d);
             both_heap = heap_s && heap_d;
             if (!(heap_s || heap_d))  // no end in the heap: upcxx::copy as the caller wrote it
-                return plain(after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
+                return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs));
             if ((cx::want_remote && !cx::fast_remote) || h.engine().force_fallback()) from = to = nullptr;
         }
         if (!from || !to)
@@ -185,6 +255,7 @@ struct copy_path {
         // upcxx::copy's own completion machinery (the remote completion serialised here, as
         // upcxx::copy serialises it).
         auto f = std::make_unique<fast_flight<S, D, Cxs>>(src, dst, n, rank_d, std::forward<Cxs>(cxs));
+        f->internal = cx::want_remote && cx::fast_remote;  // its remote completion: internal-level progress
         f->bytes = bytes;
         f->rank_s = rank_s;
         f->rank_d = rank_d;
@@ -287,12 +358,24 @@ struct copy_path {
         typename cx::remote_t remote;  // never moved: it may point into itself
         upcxx::persona *initiator;
 
-        void notify() {
-            cx::send_remote(*initiator, rank_d, remote);
+        void notify_here() {
             here.template operator()<upcxx::source_cx_event>();
             here.template operator()<upcxx::operation_cx_event>();
         }
+        void notify() {
+            cx::send_remote(*initiator, rank_d, remote);
+            notify_here();
+        }
         void finish(std::unique_ptr<flight> self, cudaError_t e, std::shared_ptr<std::atomic<long>> redo) override {
+            if (in_internal) {
+                // Internal-level progress, the bytes landed: the remote completion goes now (as
+                // upcxx::copy initiates its own), the operation and source completions at the
+                // initiator's user-level progress, where UPC++ delivers them.
+                cx::send_remote(*initiator, rank_d, remote);
+                std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));
+                initiator->lpc_ff([keep] { keep->notify_here(); });
+                return;
+            }
             if (e == cudaSuccess || !redo) return notify();
             // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
             // bytes landed. The flight lives until then; destroy() waits for the redo.
@@ -307,21 +390,27 @@ struct copy_path {
         }
     };
 
-    // A raw pointer: the caller's private host memory (as upcxx::copy reads it), never the heap
-    // or a peer's heap as NVSHMEM maps it here. Inline, whether it lies in the span of those
-    // heaps that the C library publishes (a global pointer end: never); out of line, the C
-    // library's verdict for one that does.
+    // A raw range of n elements: the caller's private host memory (as upcxx::copy reads it),
+    // no byte of it in the heap or a peer's heap as NVSHMEM maps it here. Inline, whether it
+    // meets the span of those heaps that the C library publishes (a global pointer end: never);
+    // out of line, the C library's verdict on every byte for one that does.
     template <class T>
-    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &h, T *p) noexcept {
-        return h.in_heap_span(reinterpret_cast<std::uintptr_t>(p));
+    UPCXX_EXTRA_NVSHMEM_HOT static std::size_t raw_bytes(T *, std::size_t n) noexcept {
+        constexpr std::size_t size = sizeof(typename std::remove_cv<T>::type);
+        return n <= static_cast<std::size_t>(-1) / size ? n * size : static_cast<std::size_t>(-1);
+    }
+    template <class T>
+    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &h, T *p, std::size_t n) noexcept {
+        return h.in_heap_span(reinterpret_cast<std::uintptr_t>(p), raw_bytes(p, n));
     }
     template <class G>
-    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &, const G &) noexcept {
+    UPCXX_EXTRA_NVSHMEM_HOT static bool raw_in_span(const Heap &, const G &, std::size_t) noexcept {
         return false;
     }
     template <class T>
-    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &h, T *p, const char *which) {
-        if (__builtin_expect(raw_in_span(h, p), 0)) check_raw_pointer(static_cast<const void *>(p), which);
+    UPCXX_EXTRA_NVSHMEM_HOT static void not_into_heap(const Heap &h, T *p, std::size_t n, const char *which) {
+        if (__builtin_expect(raw_in_span(h, p, n), 0))
+            check_raw_range(static_cast<const void *>(p), raw_bytes(p, n), which);
     }
     // Host memory at both ends, a raw end inside the span of the heaps: the C library decides
     // (throws for heap memory), then upcxx::copy as written. The ends come by value (a pointer
@@ -330,19 +419,19 @@ struct copy_path {
     [[gnu::cold, gnu::noinline]] static auto checked_plain(const Heap &h, stream_order after, S src, D dst,
                                                            std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::move(src), std::move(dst), n, std::forward<C>(cxs)...)) {
-        if constexpr (!copy_end<S>::global) not_into_heap(h, src, "source");
-        if constexpr (!copy_end<D>::global) not_into_heap(h, dst, "destination");
-        return plain(after, std::move(src), std::move(dst), n, std::forward<C>(cxs)...);
+        if constexpr (!copy_end<S>::global) not_into_heap(h, src, n, "source");
+        if constexpr (!copy_end<D>::global) not_into_heap(h, dst, n, "destination");
+        return plain(const_cast<Heap &>(h), after, std::move(src), std::move(dst), n, std::forward<C>(cxs)...);
     }
-    // The C library's verdict on a raw pointer inside the span: throws for one into this heap or
-    // a peer's heap as mapped here, with what to do about it; returns for one in a gap between
-    // them.
-    [[gnu::cold, gnu::noinline]] static void check_raw_pointer(const void *p, const char *which) {
-        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_host_ptr(p);
+    // The C library's verdict on a raw range that meets the span: throws for one with a byte in
+    // this heap or a peer's heap as mapped here, with what to do about it; returns for one in the
+    // gaps between them.
+    [[gnu::cold, gnu::noinline]] static void check_raw_range(const void *p, std::size_t bytes, const char *which) {
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_check_host_range(p, bytes);
         if (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return;
         const nvshmem_error e = detail::c_error(s);
         throw nvshmem_error(s, std::string("nvshmem_heap::copy: the ") + which +
-                                   " is a raw pointer into NVSHMEM heap memory (" + e.what() +
+                                   " is a raw pointer whose range reaches NVSHMEM heap memory (" + e.what() +
                                    "); upcxx::copy reads a T* as this process's host memory: pass "
                                    "heap.to_global_ptr(sym, pe) instead");
     }
@@ -408,16 +497,52 @@ struct copy_path {
 
     // Host waits for `stream` (copies that cannot be ordered on the GPU), in the calling thread's
     // device context: 0, cudaStreamLegacy and cudaStreamPerThread are its current device's.
-    static void wait_for(cudaStream_t stream) {
+    static void wait_for(cudaStream_t stream, const char *fn = "nvshmem_heap::copy_after") {
         cudaError_t e = cudaStreamSynchronize(stream);
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
-            throw nvshmem_error(
-                UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                std::string("nvshmem_heap::copy_after: waiting for the stream failed: ") + cudaGetErrorString(e),
-                nvshmem_errc::cuda);
+            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+                                std::string(fn) + ": waiting for the stream failed: " + cudaGetErrorString(e),
+                                nvshmem_errc::cuda);
         }
     }
+
+    /// heap.after(s, cxs): the completions `cxs` (operation_cx only) once the work queued on `s`
+    /// before the call has completed, delivered as a copy's operation completion (fast mode: at
+    /// the calling persona's user-level progress, never inside the call). In the public-API mode
+    /// (no UPC++ internal to complete later) the host waits for `s`, then a 0-element
+    /// upcxx::copy delivers `cxs` exactly as UPC++ does.
+    template <class Cxs>
+    static auto after(Heap &h, cudaStream_t s,
+                      Cxs &&cxs) -> decltype(upcxx::copy(std::declval<const char *>(), std::declval<device_gptr>(),
+                                                         std::size_t(0), std::forward<Cxs>(cxs))) {
+        check_usable(h);
+        if constexpr (internals::cx_known<Cxs>) {
+            using cx = typename backend::template cx<Cxs>;
+            static_assert(!cx::want_remote, "heap.after(stream, cxs): a remote completion (remote_cx) has no target");
+            auto f = std::make_unique<wait_flight<Cxs>>(std::forward<Cxs>(cxs));
+            wait_flight<Cxs> &fl = *f;
+            h.engine().start_after(std::move(f), s);  // throws: nothing will be notified
+            return cx::returner(fl.here, false)();
+        } else {
+            refuse_capture(s, "nvshmem_heap::after");
+            wait_for(s, "nvshmem_heap::after");
+            static const char nothing = 0;
+            return upcxx::copy(&nothing, h.own_base(), 0, std::forward<Cxs>(cxs));
+        }
+    }
+
+    /// after(): a wait for a stream, notified as a copy's operation completion.
+    template <class Cxs>
+    struct wait_flight final : flight {
+        using cx = typename backend::template cx<Cxs>;
+        explicit wait_flight(Cxs &&cxs) : here(std::forward<Cxs>(cxs)) {}
+        typename cx::here_t here;
+        void finish(std::unique_ptr<flight>, cudaError_t, std::shared_ptr<std::atomic<long>>) override {
+            here.template operator()<upcxx::source_cx_event>();
+            here.template operator()<upcxx::operation_cx_event>();
+        }
+    };
 };
 
 }  // namespace detail

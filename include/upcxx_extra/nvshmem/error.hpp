@@ -30,6 +30,7 @@ enum class nvshmem_errc {
     copies_in_flight,   ///< destroy(): upcxx::copy calls through the heap did not complete in time (INVALID_ARGUMENT)
     upcxx_unsupported,  ///< heap.copy would be an upcxx::copy this UPC++ release crashes on (INVALID_ARGUMENT)
     bad_environment,    ///< nvshmem_heap: a knob of docs/copy.md has a value it does not take (INVALID_ARGUMENT)
+    stream_capture,  ///< after() / copy_on_stream(): the stream is being captured into a CUDA graph (INVALID_ARGUMENT)
 };
 
 /// An error of the C library, of a CUDA call, or of a collective step. status() is the C status

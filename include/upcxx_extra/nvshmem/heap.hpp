@@ -7,7 +7,7 @@
 // This class holds what UPC++ needs (its segments and their base global pointers) and the copy
 // engine, runs the collectives, and asks the C library for the rest on every call (lock-free
 // reads of one snapshot: upcxx_extra_nvshmem_table_view, _local_offset, _from_offset,
-// _check_host_ptr).
+// _check_host_range).
 #ifndef UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 #define UPCXX_EXTRA_NVSHMEM_HEAP_HPP
 
@@ -105,13 +105,15 @@ public:
     }
     /// The extent UPC++ can address from each PE's base (nvshmem_heap::extent()).
     std::size_t extent() const noexcept { return table().extent; }
-    /// Whether the raw address `a` lies in the span of this heap and the peers' heaps as mapped
-    /// here, as the C library publishes it now (upcxx_extra_nvshmem_heap_span: one acquire load
-    /// and the pair it points to, no call): false for any pointer outside them, and for every
-    /// pointer when the C library knows no heap.
-    bool in_heap_span(std::uintptr_t a) const noexcept {
+    /// Whether the raw range [a, a + len) (len 0: `a` alone) may meet the span of this heap and
+    /// the peers' heaps as mapped here, as the C library publishes it now
+    /// (upcxx_extra_nvshmem_heap_span: one acquire load and the pair it points to, no call):
+    /// false for any range clear of them, and for every range when the C library knows no heap.
+    /// A range that wraps past the top of the address space may answer true: the C library's
+    /// verdict (upcxx_extra_nvshmem_check_host_range) is exact.
+    bool in_heap_span(std::uintptr_t a, std::size_t len) const noexcept {
         const upcxx_extra_nvshmem_span_t *s = __atomic_load_n(span_slot_, __ATOMIC_ACQUIRE);
-        return a - s->lo < s->size;
+        return a - s->lo < s->size || (s->lo - a < len && s->size != 0);
     }
 
     // Fast mode: whether `v` names one of this heap's UPC++ segments (compared by segment, never by
@@ -138,6 +140,8 @@ public:
         return false;
     }
     std::size_t n_ranks() const noexcept { return n_ranks_; }
+    /// The global pointer to this rank's heap base (the newest segment's; only while active()).
+    device_gptr own_base() const noexcept { return newest_[upcxx::rank_me()]; }
 
     using const_device_gptr = upcxx::global_ptr<const char, upcxx::memory_kind::cuda_device>;
     // Public-API mode: the offset of `p` (a pointer to rank `r`) in one of this heap's segments,
@@ -265,7 +269,11 @@ public:
     }
 
     ~nvshmem_heap() {
-        if (active_) abandon("it went out of scope without destroy()");
+        if (!active_) return;
+        if (engine_ && engine_->forked())
+            forget_in_fork_child();
+        else
+            abandon("it went out of scope without destroy()");
     }
 
     /// Collective, from the master persona: waits until every copy this process issued through
@@ -281,9 +289,18 @@ public:
     /// heap as it was, when a rank's upcxx::copy calls did not complete in time
     /// (errc() copies_in_flight); after it, when waiting for a fast copy failed on any rank, or
     /// a fast copy failed that could no longer be redone (errc() cuda).
+    ///
+    /// In a fork() child of the process that made the heap, destroy() (and the destructor) only
+    /// forget the child's copy of the heap: the parent's UPC++ objects and CUDA stream are not
+    /// the child's, so nothing of theirs is touched, no collective runs and nothing is printed;
+    /// the parent's heap is unaffected.
     void destroy() {
         if (!active_) return;
-        if (!upcxx::initialized() || engine_->forked()) {
+        if (engine_->forked()) {
+            forget_in_fork_child();
+            return;
+        }
+        if (!upcxx::initialized()) {
             release();
             return;
         }
@@ -311,8 +328,11 @@ public:
     /// not grow and this returns extent() unchanged. Throws on every rank when any rank fails.
     /// Resources: none with UPC++'s reference memory kinds (the one segment serves the grown
     /// heap); one more segment per growth with native memory kinds, at most max_segments.
+    /// In a fork() child of the process that made the heap it throws errc forked (no collective
+    /// can run there).
     std::size_t update() {
         const char *what = "nvshmem_heap::update";
+        if (active_ && engine_->forked()) throw detail::forked_error(what);
         if (!upcxx::initialized()) throw inactive(what);
         detail::rank_entry mine{};
         detail::outcome out = detail::attempt([&] {
@@ -443,11 +463,62 @@ public:
                                                                std::forward<A>(a)...);
     }
 
+    /// A future (by default; `cxs`: operation_cx::as_future, as_promise, as_lpc and UPC++
+    /// 2023.9's as_eager_* / as_defer_*, returning what upcxx::copy returns for them) that is
+    /// ready once all the work queued on CUDA stream `stream` before the call has completed: a
+    /// kernel, an NVSHMEM on-stream operation, a copy. Nothing waits in the call: an event is
+    /// recorded on `stream` and the completion is delivered at the calling persona's user-level
+    /// progress, as a copy's operation completion is (never inside the call, even for eager
+    /// completions). Every stream value: 0 (the legacy default stream), cudaStreamLegacy,
+    /// cudaStreamPerThread (those three of the calling thread's current device), created
+    /// streams, a stream of another device. It owes no remote completion:
+    /// upcxx::progress_required() and upcxx::discharge() do not wait for it.
+    /// A CUDA error of that work still makes it ready; the error is kept for check_copies(),
+    /// which throws it (errc cuda). Throws nvshmem_error (nothing will be notified) for a
+    /// destroyed heap, a fork() child (errc forked), a stream being captured into a CUDA graph
+    /// (errc stream_capture), or an event CUDA cannot record on `stream` (errc cuda). In the
+    /// public-API mode the host waits for `stream` in the call, then the completions are a
+    /// 0-element upcxx::copy's (docs/streams.md).
+    upcxx::future<> after(cudaStream_t stream) {
+        return detail::copy_path<detail::heap_state>::after(*this, stream, upcxx::operation_cx::as_future());
+    }
+    template <class Cxs>
+    auto after(cudaStream_t stream,
+               Cxs &&cxs) -> decltype(detail::copy_path<detail::heap_state>::after(std::declval<detail::heap_state &>(),
+                                                                                   stream, std::forward<Cxs>(cxs))) {
+        return detail::copy_path<detail::heap_state>::after(*this, stream, std::forward<Cxs>(cxs));
+    }
+
+    /// copy(), in the order of CUDA stream `stream`, as NVSHMEM's *_on_stream operations are: the
+    /// copy reads and writes after all the work queued on `stream` before the call, and the work
+    /// queued on `stream` after the call runs after the copy has landed. It is issued into the
+    /// stream in the call. Same arguments, return value and completions as copy() (its
+    /// completions at the calling persona's progress once the bytes landed).
+    ///   - A fast copy on the heap's device (`stream` is a stream of it: 0, cudaStreamLegacy and
+    ///     cudaStreamPerThread when it is the calling thread's current device) is one
+    ///     cudaMemcpyAsync on `stream` itself; on a stream of another device it runs on the
+    ///     heap's stream between two events (after `stream`'s work, and `stream` waits for it).
+    ///     Copies on a stream are not batched: each is issued in its call.
+    ///   - A copy that is upcxx::copy (an end not mapped here, the public-API mode): the host
+    ///     waits for `stream`'s earlier work, then `stream` waits on the GPU (cuStreamWaitValue32
+    ///     on a flag in mapped host memory) until the copy's operation completion has run, which
+    ///     takes UPC++ progress on the master persona: do not block on `stream` (for instance
+    ///     cudaStreamSynchronize) before that progress; wait with after(stream) instead.
+    /// Throws as copy() does, and errc stream_capture for a stream being captured into a CUDA
+    /// graph (nothing copied).
+    template <class... A>
+    auto copy_on_stream(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::on_stream(stream),
+                                                               std::forward<A>(a)...);
+    }
+
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued
-    /// (it was redone through upcxx::copy, so its completion still meant the bytes landed), since
-    /// the last call; nothing otherwise.
+    /// (it was redone through upcxx::copy, so its completion still meant the bytes landed), or the
+    /// first after() whose stream work CUDA reported an error for, since the last call; nothing
+    /// otherwise. In a fork() child it throws errc forked.
     void check_copies() {
         if (!engine_) return;
+        if (engine_->forked()) throw detail::forked_error("nvshmem_heap::check_copies");
         std::string e = engine_->take_error();
         if (!e.empty()) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, e, nvshmem_errc::cuda);
     }
@@ -611,6 +682,14 @@ private:
             --detail::active_heaps();
             upcxx_extra_nvshmem_detach();
         }
+    }
+
+    // In a fork() child: the UPC++ objects are the parent's (destructing them would run UPC++'s
+    // teardown of live allocators: it aborts) and so is the engine's stream (copy_engine: never
+    // touched in a child). Forget all of them, silently, and the C table's copy of the heap.
+    void forget_in_fork_child() noexcept {
+        for (backend::segment &s : segments_) s.abandon();
+        release();
     }
 
     // No collective is possible here: leave the UPC++ objects alive (never destructed, so UPC++

@@ -24,7 +24,6 @@
 #ifndef UPCXX_EXTRA_NVSHMEM_POLICY_HPP
 #define UPCXX_EXTRA_NVSHMEM_POLICY_HPP
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -49,6 +48,21 @@ struct copy_policy {
     bool upcxx_only = false;                        // every copy with a heap end is upcxx::copy
     std::size_t batch_bytes = default_batch_bytes;  // the largest copy batched (0: none)
 
+    /// A number of bytes as the knobs take it: one or more decimal digits and nothing else (no
+    /// sign, no space, no unit), that fits a size_t.
+    static bool parse_bytes(const char *v, std::size_t &out) noexcept {
+        if (*v == '\0') return false;
+        std::size_t n = 0;
+        for (const char *c = v; *c; ++c) {
+            if (*c < '0' || *c > '9') return false;
+            const std::size_t d = static_cast<std::size_t>(*c - '0');
+            if (n > (static_cast<std::size_t>(-1) - d) / 10) return false;
+            n = n * 10 + d;
+        }
+        out = n;
+        return true;
+    }
+
     /// The policy the environment asks for; throws nvshmem_error (INVALID_ARGUMENT) naming the
     /// variable for a value it does not take.
     static copy_policy from_environment() {
@@ -66,15 +80,15 @@ struct copy_policy {
                     nvshmem_errc::bad_environment);
         }
         if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES")) {
-            char *end = nullptr;
-            errno = 0;
-            const unsigned long long n = std::strtoull(v, &end, 10);
-            if (*v == '\0' || *v == '-' || *end != '\0' || errno == ERANGE)
+            std::size_t n = 0;
+            if (!parse_bytes(v, n))
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
                                     std::string("nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is \"") + v +
-                                        "\"; it takes a number of bytes (0: no batching)",
+                                        "\"; it takes a number of bytes in decimal digits only (no sign, space or "
+                                        "unit; at most " +
+                                        std::to_string(static_cast<std::size_t>(-1)) + "; 0: no batching)",
                                     nvshmem_errc::bad_environment);
-            if (p.batch_bytes != 0) p.batch_bytes = static_cast<std::size_t>(n);
+            if (p.batch_bytes != 0) p.batch_bytes = n;
         }
         return p;
     }

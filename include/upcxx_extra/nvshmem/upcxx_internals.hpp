@@ -72,6 +72,8 @@ struct event_is_here {};
 struct rput_event_values {};
 template <class C, class E>
 struct completions_has_event {};
+struct persona_tls {};
+inline persona_tls the_persona_tls;
 }  // namespace upcxx_extra_nvshmem_stand_in
 
 namespace upcxx {
@@ -120,6 +122,8 @@ using completions_returner_t = completions_returner<event_is_here, rput_event_va
 template <class C, class E>
 using completions_has_event_t = completions_has_event<C, E>;
 #endif
+/// The calling thread's persona state (detail::the_persona_tls; the stand-in's where UPC++ has none).
+inline auto persona_tls() noexcept -> decltype((the_persona_tls)) { return the_persona_tls; }
 }  // namespace in_detail
 namespace in_backend {
 using namespace ::upcxx_extra_nvshmem_stand_in;
@@ -199,6 +203,25 @@ constexpr bool has_undischarged = is_detected<undischarged_field, P> && !hidden(
 template <class P>
 void add_undischarged(P &persona, int d) noexcept {
     if constexpr (has_undischarged<P>) persona.private_detail_do_not_use_undischarged_n_ += d;
+}
+
+// ---- the persona's internal-level progress queue ---------------------------------------------------
+// UPC++ runs its own copies' completion work there (upcxx::discharge() makes no other progress):
+// detail::persona_tls::defer(persona, progress_level::internal, fn). Where it is missing, user level
+// (lpc_ff): a copy with a remote completion then completes as before, at user-level progress.
+template <class Tls, class Fn>
+using defer_internal_call = decltype(std::declval<Tls &>().defer(std::declval<upcxx::persona &>(),
+                                                                 upcxx::progress_level::internal, std::declval<Fn>()));
+using persona_tls_t = typename std::remove_reference<decltype(in_detail::persona_tls())>::type;
+template <class Fn>
+constexpr bool has_defer_internal = is_detected<defer_internal_call, persona_tls_t, Fn> && !hidden(9);
+/// Queues `fn` on persona `p`'s internal-level progress (user level where UPC++ has no such queue).
+template <class Fn>
+void defer_internal(upcxx::persona &p, Fn &&fn) {
+    if constexpr (has_defer_internal<Fn>)
+        in_detail::persona_tls().defer(p, upcxx::progress_level::internal, std::forward<Fn>(fn));
+    else
+        p.lpc_ff(std::forward<Fn>(fn));
 }
 
 // ---- UPC++'s deferred active-message send ------------------------------------------------------------

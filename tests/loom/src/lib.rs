@@ -18,3 +18,6 @@ pub mod translation;
 pub mod table {
     pub use super::{peers, translation};
 }
+
+/// `crate::fail!`, as the library re-exports it at its root.
+pub(crate) use error::fail;

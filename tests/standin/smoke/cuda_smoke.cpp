@@ -190,7 +190,9 @@ int main() {
     CHECK(uxn_standin_set_copy_delay_us(0) == 50000, "uxn_standin_set_copy_delay_us(0) returns the previous 50000");
     CHECK(uxn_standin_copy_delay_us() == 0, "uxn_standin_copy_delay_us() == 0");
 
-    // Failure injection: the copy moves nothing; the event after it and one synchronize report it.
+    // Failure injection: the copy moves nothing; the event after it reports it (every query), and a
+    // synchronize after that event does not report it again; without such an event, one
+    // synchronize does.
     OK(cudaMemset(b, 9, N));
     OK(cudaMemset(c, 0, N));
     long failed0 = uxn_standin_failed_copies();
@@ -202,8 +204,12 @@ int main() {
     CHECK(cudaEventQuery(e3) == cudaErrorUnknown, "an injected failure: cudaEventQuery reports cudaErrorUnknown");
     CHECK(c[0] == 0 && c[N - 1] == 0, "an injected failure moves no bytes");
     CHECK(uxn_standin_failed_copies() == failed0 + 1, "uxn_standin_failed_copies() counts it");
+    CHECK(cudaStreamSynchronize(s1) == cudaSuccess,
+          "an injected failure its event reported: cudaStreamSynchronize does not report it again");
+    uxn_standin_fail_next_copies(1);
+    OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));
     CHECK(cudaStreamSynchronize(s1) == cudaErrorUnknown,
-          "an injected failure: cudaStreamSynchronize reports cudaErrorUnknown");
+          "an injected failure no event reported: cudaStreamSynchronize reports cudaErrorUnknown");
     CHECK(cudaStreamSynchronize(s1) == cudaSuccess, "an injected failure is reported once, not sticky");
     OK(cudaMemcpyAsync(c, b, N, cudaMemcpyDeviceToDevice, s1));
     OK(cudaEventRecord(e3, s1));
