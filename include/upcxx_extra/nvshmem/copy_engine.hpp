@@ -52,13 +52,18 @@
 #include <cuda_runtime_api.h>  // UPC++ built with CUDA links cudart
 
 #include "upcxx_extra/nvshmem/error.hpp"
-#include "upcxx_extra/nvshmem/policy.hpp"           // copy_policy: the knobs
-#include "upcxx_extra/nvshmem/upcxx_internals.hpp"  // internals::defer_internal: the internal-level queue
+#include "upcxx_extra/nvshmem/policy.hpp"  // copy_policy: the knobs
 #include "upcxx_extra_nvshmem.h"
 
 namespace upcxx {
 namespace extra {
 namespace detail {
+
+/// Queues `fn` on persona `p`'s internal-level progress (where UPC++ runs its own copies'
+/// completion work; upcxx::discharge() makes no other progress). Defined with the UPC++ internal
+/// it uses, in upcxx_internals.hpp (user level where UPC++ has no such queue).
+template <class Fn>
+void queue_internal(upcxx::persona &p, Fn &&fn);
 
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
 /// Test hooks, compiled in only with -DUPCXX_EXTRA_NVSHMEM_TEST_HOOKS: a stand-in for a real
@@ -865,7 +870,7 @@ private:
 
         void queue() const {
             if (f->internal && !user)
-                internals::defer_internal(upcxx::current_persona(), poll{*this});
+                queue_internal(upcxx::current_persona(), poll{*this});
             else
                 upcxx::current_persona().lpc_ff(poll{*this});
         }

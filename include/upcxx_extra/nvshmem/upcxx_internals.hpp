@@ -215,14 +215,6 @@ using defer_internal_call = decltype(std::declval<Tls &>().defer(std::declval<up
 using persona_tls_t = typename std::remove_reference<decltype(in_detail::persona_tls())>::type;
 template <class Fn>
 constexpr bool has_defer_internal = is_detected<defer_internal_call, persona_tls_t, Fn> && !hidden(9);
-/// Queues `fn` on persona `p`'s internal-level progress (user level where UPC++ has no such queue).
-template <class Fn>
-void defer_internal(upcxx::persona &p, Fn &&fn) {
-    if constexpr (has_defer_internal<Fn>)
-        in_detail::persona_tls().defer(p, upcxx::progress_level::internal, std::forward<Fn>(fn));
-    else
-        p.lpc_ff(std::forward<Fn>(fn));
-}
 
 // ---- UPC++'s deferred active-message send ------------------------------------------------------------
 template <class F>
@@ -474,6 +466,17 @@ struct copy_cx {
 };
 
 }  // namespace internals
+
+/// copy_engine.hpp's queue_internal: persona `p`'s internal-level progress (user level where UPC++
+/// has no such queue: a copy with a remote completion then completes at user-level progress).
+template <class Fn>
+void queue_internal(upcxx::persona &p, Fn &&fn) {
+    if constexpr (internals::has_defer_internal<Fn>)
+        internals::in_detail::persona_tls().defer(p, upcxx::progress_level::internal, std::forward<Fn>(fn));
+    else
+        p.lpc_ff(std::forward<Fn>(fn));
+}
+
 }  // namespace detail
 }  // namespace extra
 }  // namespace upcxx

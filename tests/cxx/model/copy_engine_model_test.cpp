@@ -44,6 +44,13 @@
 #include "upcxx_extra/nvshmem/copy_engine.hpp"
 #include "check.hpp"
 
+// The engine's internal-level queue (upcxx_internals.hpp in the library): the model's personas
+// have one inbox.
+template <class Fn>
+void upcxx::extra::detail::queue_internal(upcxx::persona &p, Fn &&fn) {
+    p.lpc_ff(std::forward<Fn>(fn));
+}
+
 using upcxx::extra::detail::copy_engine;
 using upcxx::extra::detail::copy_policy;
 using upcxx::extra::detail::flight;

@@ -16,9 +16,14 @@
 #include <cstdint>
 #include <thread>
 
-enum cudaError_t { cudaSuccess = 0, cudaErrorNotReady = 600, cudaErrorUnknown = 999 };
+enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600, cudaErrorUnknown = 999 };
 enum cudaMemcpyKind { cudaMemcpyDefault = 4 };
-enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2, cudaHostAllocPortable = 1, cudaHostAllocMapped = 2 };
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2
+};
 struct CUstream_st {};
 struct CUevent_st {
     std::atomic<std::uint64_t> seq{0};
@@ -27,6 +32,8 @@ struct CUevent_st {
 };
 typedef CUstream_st *cudaStream_t;
 typedef CUevent_st *cudaEvent_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
 
 namespace uxn_model {
 inline std::atomic<std::uint64_t> &issued() {  // copies issued on the stream so far
@@ -114,6 +121,23 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
     while (uxn_model::landed().load() < t) std::this_thread::yield();
     return cudaSuccess;
 }
+// The stream operations' calls (copy_on_stream, after): no capture, one device, host memory.
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t, cudaStreamCaptureStatus *st) {
+    *st = cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceCount(int *n) {
+    *n = 1;
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostAlloc(void **p, std::size_t n, unsigned) {
+    *p = ::operator new(n);
+    return cudaSuccess;
+}
+inline cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned) {
+    *d = h;
+    return cudaSuccess;
+}
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, int) {
     uxn_model::stream_waits()++;
     uxn_model::waited_stream() = e->recorded_on;
@@ -136,3 +160,7 @@ extern "C" inline upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_copy_batch(in
     return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
 }
 extern "C" inline const char *upcxx_extra_nvshmem_last_error(void) { return "model: no kernel"; }
+extern "C" inline upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_stream_wait_value32(int, void *, const void *,
+                                                                                       uint32_t) {
+    return UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+}
