@@ -58,8 +58,8 @@ int main(int argc, char **argv) {
         // 2. UPC++ on the same bytes: the next PE's inbox (my field) into my `back`.
         heap.copy(heap.to_global_ptr(inbox, next), heap.to_global_ptr(back), n).wait();
         const long wrong = count_wrong(inbox, n, prev) + count_wrong(back, n, pe) + (e != cudaSuccess);
-        std::printf("PE %d: inbox from PE %d and the copy back from PE %d: %ld wrong of %zu elements\n", pe,
-                    prev, next, wrong, 2 * n);
+        std::printf("PE %d: inbox from PE %d and the copy back from PE %d: %ld wrong of %zu elements\n", pe, prev, next,
+                    wrong, 2 * n);
         const long total = upcxx::reduce_all(wrong, upcxx::op_fast_add).wait();
         if (me == 0) std::printf("RESULT nvshmem_kernel_upcxx %s\n", total ? "FAIL" : "PASS");
         rc = total ? 1 : 0;
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
         nvshmem_free(back);
         nvshmem_free(inbox);
         nvshmem_free(field);
-        upcxx::extra::nvshmem_finalize();  // 2. NVSHMEM
+        upcxx::extra::nvshmem_finalize();             // 2. NVSHMEM
     } catch (const upcxx::extra::nvshmem_error &e) {  // thrown on every rank together
         std::fprintf(stderr, "rank %d: %s\n", me, e.what());
         rc = 1;

@@ -135,8 +135,8 @@ int main(int argc, char **argv) {
         "put->b %ld wrong, copy(next b)->c %ld wrong, copy->next d + nvshmem_get %ld wrong, d from prev %ld wrong, "
         "from_global_ptr round-trip errors %ld\n",
         pe, me, npes, N, heap.base(), heap.extent() >> 20, w1, w2, w3, w4, roundtrip_errors);
-    std::printf("PE %d: %zu MiB from the next PE: heap.copy %.1f us, upcxx::copy %.1f us\n", pe,
-                N * sizeof(int) >> 20, t_heap * 1e6, t_upcxx * 1e6);
+    std::printf("PE %d: %zu MiB from the next PE: heap.copy %.1f us, upcxx::copy %.1f us\n", pe, N * sizeof(int) >> 20,
+                t_heap * 1e6, t_upcxx * 1e6);
     long total = upcxx::reduce_all(wrong + roundtrip_errors, upcxx::op_fast_add).wait();
     if (me == 0)
         std::printf("RESULT %s: %ld wrong elements or round trips in total (%zu elements x 5 checks x %d PEs)\n",
