@@ -3,6 +3,8 @@
 // stand-in with the same node boundaries (UXN_STANDIN_NODE_SIZE=k: NVSHMEM maps only the heaps of
 // its own node's PEs, nvshmem_ptr is NULL for the others, and NVSHMEM's peer base table lists
 // every PE, as a multi-node NVSHMEM's does). 2 ranks or more; every rank checks, rank 0 sums.
+// NVSHMEM's nodes may be larger than UPC++'s (a multi-node NVLink domain): UXN_STANDIN_NODE_SIZE,
+// or on a GPU host UXN_MN_NVSHMEM_NODE_SIZE, says how many PEs NVSHMEM maps together.
 //
 //   M1 the nodes: local_team() is the ranks of my node (rank / k), as the stand-in's nodes are
 //   M2 upcxx::extra::nvshmem_init() over UPC++ across nodes: PE == rank; nvshmem_ptr non-NULL
@@ -17,7 +19,7 @@
 //      private host buffer and a peer's UPC++ host memory at one end (fast only on my node)
 //   M5 a mixed flood: 240 copies per rank, on and off node, puts and gets, 1 B .. 8 KiB, all in
 //      flight at once: paths counted, bytes right
-//   M6 growth (CUDA VMM): nvshmem_malloc past the mapped chunk; before update() the new memory is
+//   M6 growth (CUDA VMM): nvshmem_malloc past the mapped memory; before update() the new memory is
 //      refused naming update(); heap.update() on every node; then copies to and from every PE's
 //      new memory, paths and bytes right
 //   (M7 copy_on_stream and after() with an off-node end: their tests go here, with the heap alive)
@@ -637,7 +639,8 @@ int main(int argc, char **argv) {
     me = upcxx::rank_me();
     n = upcxx::rank_n();
     const char *ks = std::getenv("GASNET_SUPERNODE_MAXSIZE");
-    const char *ns = std::getenv("UXN_STANDIN_NODE_SIZE");
+    const char *ns = std::getenv("UXN_MN_NVSHMEM_NODE_SIZE");  // a GPU host: what NVSHMEM maps
+    if (!ns || !*ns) ns = std::getenv("UXN_STANDIN_NODE_SIZE");
     k = ks ? std::atoi(ks) : 0;
     kn = ns && *ns ? std::atoi(ns) : k;
     const std::string mode = argc > 1 ? argv[1] : "all";
@@ -680,7 +683,7 @@ int main(int argc, char **argv) {
         if (vmm_off && *vmm_off && std::strcmp(vmm_off, "0") != 0)
             skip("M6", "CUDA VMM off: NVSHMEM's heap does not grow");
         else
-            growth(std::size_t(96) << 20);
+            growth(g_heap->extent() + (std::size_t(64) << 20));  // past what is mapped now
         // ---- M7: copy_on_stream and after() with an off-node end (their owner adds them here) ----
         destroy_in_flight();
         upcxx::delete_array(my_host);
