@@ -1,7 +1,7 @@
 # A rank killed by SIGKILL while the others are inside the C++ layer (multinode_test kill=WHERE):
 # GASNet must end the job within BOUND seconds, with its status for a job whose process died, and
 # no rank may go on or hang in our code.
-#   cmake -DRUN=<upcxx-run> -DNP=4 -DPROGRAM=<multinode_test> -DWHERE=init|update|destroy|flood
+#   cmake -DRUN=<upcxx-run> -DNP=4 -DPROGRAM=<multinode_test> -DWHERE=init|bootstrap|update|destroy|flood
 #         [-DBOUND=45] [-DEXPECT_RC=255] -P fault.cmake
 # Checks: the job ended by itself within BOUND s (execute_process's own limit is 2 x BOUND: past it
 # the job is killed and the test fails as a hang); the exit status is EXPECT_RC (udp: AMUDP's
@@ -21,7 +21,7 @@ if(NOT DEFINED EXPECT_RC)
   set(EXPECT_RC 255)
 endif()
 set(where_name "${WHERE}")
-if(WHERE STREQUAL "init")
+if(WHERE STREQUAL "init" OR WHERE STREQUAL "bootstrap")
   set(where_name "nvshmem_init")
 endif()
 math(EXPR limit "2 * ${BOUND}")
@@ -30,6 +30,14 @@ execute_process(COMMAND "${RUN}" -n ${NP} "${PROGRAM}" "kill=${WHERE}" TIMEOUT $
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 string(TIMESTAMP t1 "%s")
 math(EXPR took "${t1} - ${t0}")
+# kill=bootstrap: the others were ended inside the stand-in's bootstrap, before their shared-memory
+# names were unlinked; the victim's message names this job's (and only this job's) segments.
+if(out MATCHES "/dev/shm/uxn-standin-([0-9a-f]+)-\\*")
+  file(GLOB left "/dev/shm/uxn-standin-${CMAKE_MATCH_1}-*")
+  if(left)
+    file(REMOVE ${left})
+  endif()
+endif()
 string(REPLACE "\n" "\n   | " shown "   | ${out}")
 message("${shown}")
 set(what "kill=${WHERE}")
@@ -45,6 +53,9 @@ endif()
 math(EXPR victim "${NP} - 1")
 if(NOT out MATCHES "FAULT rank ${victim}: SIGKILL")
   message(FATAL_ERROR "${what}: rank ${victim} did not get to its SIGKILL")
+endif()
+if(WHERE STREQUAL "bootstrap" AND NOT out MATCHES "SIGKILL inside nvshmem init")
+  message(FATAL_ERROR "${what}: rank ${victim} did not die inside NVSHMEM's initialisation (UXN_STANDIN_KILL_INIT_PE)")
 endif()
 math(EXPR last "${NP} - 2")
 foreach(r RANGE 0 ${last})

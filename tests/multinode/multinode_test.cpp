@@ -16,7 +16,8 @@
 //      release has (remote_cx::as_rpc from 2021.3, as_defer / as_eager from 2023.3): the fast path
 //      exactly on my node, upcxx::copy (counted fallback) across nodes; each completion once, on
 //      the right persona; as_rpc reads the bytes at the target; bytes right on both sides. Also a
-//      private host buffer and a peer's UPC++ host memory at one end (fast only on my node)
+//      private host buffer and a peer's UPC++ host memory at one end (fast only on my node), and
+//      third-party copies between two other PEs' heaps (fast only when both are on my node)
 //   M5 a mixed flood: 240 copies per rank, on and off node, puts and gets, 1 B .. 8 KiB, all in
 //      flight at once: paths counted, bytes right
 //   M6 growth (CUDA VMM): nvshmem_malloc past the mapped memory; before update() the new memory is
@@ -32,6 +33,9 @@
 //                                    with copies to it in flight, or a flood of copies; each other
 //                                    rank says "FAULT rank R: in WHERE" first. Never ends by itself:
 //                                    the job must be ended by GASNet (fault.cmake checks it).
+//   kill=bootstrap                   the same, the last rank dying inside NVSHMEM's initialisation
+//                                    (the stand-in's UXN_STANDIN_KILL_INIT_PE), the others waiting
+//                                    in NVSHMEM's bootstrap, outside UPC++'s progress
 //   init_fails                       UXN_STANDIN_FAIL_INIT_PE=p: p's NVSHMEM fails to initialise;
 //                                    every rank must throw the same collective error naming p.
 #include <cuda_runtime.h>
@@ -166,7 +170,19 @@ std::size_t flood_end() { return flood_off(n - 1, kFlood - 1) + kFloodSlot; }
 constexpr std::size_t kBig = 512 * 1024;
 std::size_t big_off(int i, int p, int d) { return flood_end() + ((std::size_t(i) * n + p) * 2 + d) * kBig; }
 int big_salt(int i, int p, int d) { return 9000 + (i * n + p) * 2 + d; }
-std::size_t block_bytes() { return big_off(n - 1, n - 1, 1) + kBig; }
+// M4 third-party: initiator i copies PE p's heap -> PE q's heap (i, p, q distinct).
+constexpr std::size_t kThird = 2048;
+std::size_t third_off(int i, int p, int q) {
+    return big_off(n - 1, n - 1, 1) + kBig + ((std::size_t(i) * n + p) * n + q) * kThird;
+}
+std::size_t third_bytes(int i, int p, int q) { return 1 + std::size_t((i + p + q) * 97 + q) % (kThird - 16); }
+int third_salt(int i, int p, int q) { return 11000 + (i * n + p) * n + q; }
+std::size_t block_bytes() { return third_off(n - 1, n - 1, n - 1) + kThird; }
+#if COPY_HAS_REMOTE_CX
+constexpr int n_plain_forms = f_op_rpc;  // the forms without a remote completion
+#else
+constexpr int n_plain_forms = n_forms;
+#endif
 
 dptr at(int pe, std::size_t off) { return g_heap->to_global_ptr(g_sym + off, pe); }
 
@@ -320,6 +336,10 @@ void fill_sources() {
         fill(g_sym + big_off(p, me, 1), kBig, me, big_salt(p, me, 1));
     }
     for (int i = 0; i < n; i++)
+        for (int q = 0; q < n; q++)
+            if (i != me && q != me && q != i)
+                fill(g_sym + third_off(i, me, q), third_bytes(i, me, q), me, third_salt(i, me, q));
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < kFlood; j++) {
             const int p = flood_peer(i, j), d = flood_dir(i, j);
             if ((d == 0 && i == me) || (d == 1 && p == me))
@@ -384,10 +404,24 @@ void copy_pairs(upcxx::global_ptr<byte_t> my_host) {
         wrong_path += !path_right(c, same_upcxx_node(p, me));  // UPC++ host memory: local on my UPC++ node
         paths += 1;
     }
+    // Third-party: from PE p's heap to PE q's, neither mine: fast only when NVSHMEM maps both here.
+    int third = 0;
+    for (int p = 0; p < n; p++)
+        for (int q = 0; q < n; q++) {
+            if (p == me || q == me || p == q) continue;
+            const int f = (p + q) % n_plain_forms;
+            const std::size_t off = third_off(me, p, q);
+            const nvshmem_heap::copy_counts c = g_heap->copies();
+            all = upcxx::when_all(
+                all, issue(at(p, off), at(q, off), third_bytes(me, p, q), f, q, off, p, third_salt(me, p, q)));
+            wrong_path += !path_right(c, same_node(p, me) && same_node(q, me));
+            paths++;
+            third++;
+        }
     check("M4.paths", wrong_path == 0,
-          "%d copies: fast exactly where NVSHMEM maps the peer (node %d of %d PEs; UPC++ host memory: UPC++ node %d), "
-          "upcxx::copy (fallback) otherwise (%d wrong)",
-          paths, me / kn, kn, me / k, wrong_path);
+          "%d copies (%d third-party): fast exactly where NVSHMEM maps the ends (node %d of %d PEs; UPC++ host "
+          "memory: UPC++ node %d), upcxx::copy (fallback) otherwise (%d wrong)",
+          paths, third, me / kn, kn, me / k, wrong_path);
     check("M4.complete", wait_for(all, 120), "every copy's notifications came");
     // Remote completions: 2 forms x (puts to me from every other rank + my own gets).
     int want_rpc = 0;
@@ -413,6 +447,9 @@ void copy_pairs(upcxx::global_ptr<byte_t> my_host) {
             wrong += std::memcmp(got[std::size_t(p)].data(), want.data(), kSlot) != 0 ? 1 : 0;
         }
         wrong += count_wrong(my_host.local() + p * kSlot, kSlot, p, 2000 + me);
+        for (int i = 0; i < n; i++)  // third-party copies into me: initiator i, from PE p
+            if (i != me && i != p)
+                wrong += count_wrong(g_sym + third_off(i, p, me), third_bytes(i, p, me), p, third_salt(i, p, me));
     }
     check("M4.bytes", wrong == 0, "the bytes of every copy to and from me, on both ends (%ld wrong)", wrong);
 }
@@ -440,6 +477,10 @@ void flood() {
     check("M5.complete", wait_for(upcxx::when_all(all, prom.finalize()), 120), "every copy of the flood completed");
     upcxx::barrier();
     long wrong = 0;
+    for (int i = 0; i < n; i++)
+        for (int q = 0; q < n; q++)
+            if (i != me && q != me && q != i)
+                fill(g_sym + third_off(i, me, q), third_bytes(i, me, q), me, third_salt(i, me, q));
     for (int i = 0; i < n; i++)
         for (int j = 0; j < kFlood; j++) {
             const int p = flood_peer(i, j), d = flood_dir(i, j);
@@ -589,6 +630,15 @@ int run_kill(const std::string &where) {
         if (me == victim) victim_dies();
         say_fault(what);
     };
+    if (where == "bootstrap") {  // the stand-in kills the victim inside NVSHMEM's init (UXN_STANDIN_KILL_INIT_PE)
+        upcxx::barrier();
+        say_fault(me == victim ? "nvshmem_init, to die there" : "nvshmem_init");
+        if (me == victim) std::printf("FAULT rank %d: SIGKILL\n", me);
+        std::fflush(stdout);
+        upcxx::extra::nvshmem_init();
+        std::printf("FAULT rank %d: nvshmem_init returned\n", me);
+        return 3;
+    }
     if (where == "init") {
         enter("nvshmem_init");
         upcxx::extra::nvshmem_init();

@@ -19,11 +19,15 @@
 // PE's base, as a multi-node NVSHMEM's state does. RMA to another node is not modelled (abort).
 // UXN_STANDIN_FAIL_INIT_PE=p: PE p's initialisation fails after the bootstrap's collective steps
 // (every PE passes them; the others' initialisation succeeds), as a PE's transport failing does.
+// UXN_STANDIN_KILL_INIT_PE=p: PE p dies (SIGKILL) inside its initialisation, after creating its
+// heap segment, before the bootstrap's first barrier: the others wait there for it (their
+// segments' names stay in /dev/shm if they are killed there; the message names them).
 // SPDX-License-Identifier: BSD-3-Clause
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -212,6 +216,43 @@ bool grow_to(State &s, size_t need) {
     return true;
 }
 
+// The shared-memory names this process must unlink should it end inside init (GASNet ends the
+// other processes of a job whose process died by exit() or abort(), maybe while they wait in the
+// bootstrap's barrier): unlinked by an atexit handler and, during init, a SIGABRT handler that then
+// passes the signal on. Async-signal-safe: fixed buffers, shm_unlink.
+char g_pending[2][96];
+volatile sig_atomic_t g_pending_n = 0;
+struct sigaction g_old_abrt;
+bool g_abrt_guarded = false;
+void unlink_pending() {
+    for (int i = 0; i < g_pending_n; i++) shm_unlink(g_pending[i]);
+    g_pending_n = 0;
+}
+void on_abort_in_init(int sig) {
+    unlink_pending();
+    sigaction(SIGABRT, &g_old_abrt, nullptr);
+    raise(sig);  // blocked until this handler returns; then the previous disposition
+}
+void guard_name(const std::string &name) {
+    static const bool registered = (atexit(unlink_pending), true);
+    (void)registered;
+    if (g_pending_n >= 2) return;
+    snprintf(g_pending[g_pending_n], sizeof g_pending[0], "%s", name.c_str());
+    g_pending_n = g_pending_n + 1;
+    if (!g_abrt_guarded) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_abort_in_init;
+        sigemptyset(&sa.sa_mask);
+        g_abrt_guarded = sigaction(SIGABRT, &sa, &g_old_abrt) == 0;
+    }
+}
+void unguard_names() {
+    g_pending_n = 0;
+    if (g_abrt_guarded) sigaction(SIGABRT, &g_old_abrt, nullptr);
+    g_abrt_guarded = false;
+}
+
 int fail_init(State &s, const char *why) {
     warn("nvshmem init failed: %s", why);
     if (s.reserve) munmap(s.reserve, s.reserve_len);
@@ -221,6 +262,7 @@ int fail_init(State &s, const char *why) {
         shm_unlink(seg_name(s.token, "pe", s.me).c_str());
         shm_unlink(seg_name(s.token, "ctl").c_str());
     }
+    unguard_names();
     s.reserve = nullptr;
     s.ctl = nullptr;
     s.fd = -1;
@@ -265,6 +307,7 @@ int do_init(nvshmemx_init_attr_t *attr) {
     // The control segment (created by whichever PE comes first; zero-filled).
     s.ctl_len = page_round(sizeof(Ctl) + sizeof(uint64_t) * size_t(npes));
     int cfd = shm_open(seg_name(s.token, "ctl").c_str(), O_RDWR | O_CREAT, 0600);
+    if (cfd >= 0) guard_name(seg_name(s.token, "ctl"));
     if (cfd < 0 || ftruncate(cfd, off_t(s.ctl_len)) != 0) return fail_init(s, "cannot create the control segment");
     void *c = mmap(nullptr, s.ctl_len, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0);
     close(cfd);
@@ -300,6 +343,7 @@ int do_init(nvshmemx_init_attr_t *attr) {
     // Own heap segment, sparse.
     std::string own = seg_name(s.token, "pe", me);
     s.fd = shm_open(own.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (s.fd >= 0) guard_name(own);
     if (s.fd < 0 || ftruncate(s.fd, off_t(s.size)) != 0) return fail_init(s, "cannot create the heap segment");
     if (s.vmm) {
         if (!grow_to(s, 1)) return fail_init(s, "cannot map the first heap chunk");
@@ -311,6 +355,15 @@ int do_init(nvshmemx_init_attr_t *attr) {
     }
     s.ctl->base[me] = reinterpret_cast<uint64_t>(s.base);
     s.free_blocks[0] = s.size;
+    if (const char *k = getenv("UXN_STANDIN_KILL_INIT_PE"))
+        if (*k && atoi(k) == me) {
+            fprintf(stderr,
+                    "[uxn nvshmem stand-in] PE %d: SIGKILL inside nvshmem init (UXN_STANDIN_KILL_INIT_PE); the "
+                    "others' segments stay: /dev/shm/uxn-standin-%016llx-*\n",
+                    me, (unsigned long long)s.token);
+            unlink_pending();
+            raise(SIGKILL);
+        }
     barrier(s);  // every segment exists and every base is published
 
     s.local.assign(size_t(npes), nullptr);
@@ -341,6 +394,7 @@ int do_init(nvshmemx_init_attr_t *attr) {
     barrier(s);  // every PE has mapped every segment: the names can go
     shm_unlink(own.c_str());
     if (me == 0) shm_unlink(seg_name(s.token, "ctl").c_str());
+    unguard_names();
 
     // The "device" arrays of the state.
     s.p2p_array = static_cast<char **>(calloc(size_t(npes), sizeof(char *)));
