@@ -216,10 +216,11 @@ bool grow_to(State &s, size_t need) {
     return true;
 }
 
-// The shared-memory names this process must unlink should it end inside init (GASNet ends the
-// other processes of a job whose process died by exit() or abort(), maybe while they wait in the
-// bootstrap's barrier): unlinked by an atexit handler and, during init, a SIGABRT handler that then
-// passes the signal on. Async-signal-safe: fixed buffers, shm_unlink.
+// The shared-memory names this process must unlink should it end inside init by exit() or by an
+// abort() that reaches this library's handler (the barrier's timeout): an atexit handler and,
+// during init, a SIGABRT handler that then passes the signal on (async-signal-safe: fixed buffers,
+// shm_unlink). A process that GASNet ends while it waits here, through GASNet's own handlers,
+// keeps them.
 char g_pending[2][96];
 volatile sig_atomic_t g_pending_n = 0;
 struct sigaction g_old_abrt;
