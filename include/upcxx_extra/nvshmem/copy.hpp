@@ -129,7 +129,7 @@ struct copy_path {
         if (__builtin_expect(after.on, 0))
             return upcxx_on_stream(h, after.stream, nullptr, std::forward<S>(src), std::forward<D>(dst), n,
                                    std::forward<C>(cxs)...);
-        if (after.set) wait_for(after.stream);
+        if (after.set) wait_for(h, after.stream);
         return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
     }
 
@@ -158,7 +158,7 @@ struct copy_path {
         check_usable(h);
         int device = stream_device(s);
         if (device < 0) device = h.engine().device();
-        wait_for(s);
+        wait_for(h, s, "nvshmem_heap::copy_on_stream");
         copy_engine &eng = h.engine();
         const std::shared_ptr<copy_engine> keep = eng.shared_from_this();
         const std::uint32_t t = eng.stream_ticket();
@@ -214,7 +214,7 @@ struct copy_path {
         if (after.on)
             return upcxx_on_stream(h, after.stream, in_flight, std::forward<S>(src), std::forward<D>(dst), n,
                                    std::forward<Cxs>(cxs));
-        if (after.set) wait_for(after.stream);
+        if (after.set) wait_for(h, after.stream);
         in_flight->fetch_add(1);
         try {
             return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
@@ -496,9 +496,16 @@ struct copy_path {
     }
 
     // Host waits for `stream` (copies that cannot be ordered on the GPU), in the calling thread's
-    // device context: 0, cudaStreamLegacy and cudaStreamPerThread are its current device's.
-    static void wait_for(cudaStream_t stream, const char *fn = "nvshmem_heap::copy_after") {
-        cudaError_t e = cudaStreamSynchronize(stream);
+    // device context: 0, cudaStreamLegacy and cudaStreamPerThread are its current device's. While
+    // a stream may be waiting on the GPU for a copy_on_stream's upcxx::copy (a ticket not done),
+    // the wait makes UPC++ progress: that copy's completion is what lets the stream go on.
+    static void wait_for(Heap &h, cudaStream_t stream, const char *fn = "nvshmem_heap::copy_after") {
+        cudaError_t e = cudaSuccess;
+        if (h.engine().tickets_pending()) {
+            while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) upcxx::progress();
+        } else {
+            e = cudaStreamSynchronize(stream);
+        }
         if (e != cudaSuccess) {
             (void)cudaGetLastError();
             throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
@@ -526,7 +533,7 @@ struct copy_path {
             return cx::returner(fl.here, false)();
         } else {
             refuse_capture(s, "nvshmem_heap::after");
-            wait_for(s, "nvshmem_heap::after");
+            wait_for(h, s, "nvshmem_heap::after");
             static const char nothing = 0;
             return upcxx::copy(&nothing, h.own_base(), 0, std::forward<Cxs>(cxs));
         }

@@ -363,6 +363,11 @@ public:
         }
         if (flag_host_) __atomic_store_n(flag_host_, tickets_done_, __ATOMIC_RELEASE);
     }
+    /// Whether a copy_on_stream's upcxx::copy has not completed yet (a stream may be waiting for it).
+    bool tickets_pending() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return tickets_done_ != tickets_issued_;
+    }
     bool ticket_done_by(std::uint32_t t) {
         std::lock_guard<std::mutex> lock(mu_);
         return static_cast<std::int32_t>(tickets_done_ - t) >= 0;

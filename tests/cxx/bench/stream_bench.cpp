@@ -1,0 +1,204 @@
+// stream_bench: the stream operations against NVSHMEM's own on-stream API on the same memory, in
+// one process (docs/streams.md).
+//
+// For each size, rank 0 puts into the next PE's heap on its own CUDA stream `s`, alternating
+// between
+//   copy_on_stream  W x heap.copy_on_stream(s, src, dst, n), then cudaStreamSynchronize(s)
+//   putmem_on_stream W x nvshmemx_putmem_on_stream(dst, src, n, next, s), then
+//                    nvshmemx_quiet_on_stream(s) and cudaStreamSynchronize(s)
+// after warm-up windows, R repetitions each (ABAB order, so drift hits both alike). W = 1 is one
+// copy; W = 100 is the back-to-back case. One line per (size, window), times in us:
+//   STREAM <bytes> <window> <copy_on_stream min> <max> <putmem_on_stream min> <max>
+//          <putmem_on_stream min / copy_on_stream min>
+// A ratio above 1 means copy_on_stream finished the window sooner. The completions of the
+// copy_on_stream copies run at the next progress (they are not part of the time).
+//
+// Then the host time after() frees: a device-to-device copy of -b bytes (default 256 MiB) is
+// queued on s, and the host either blocks in cudaStreamSynchronize(s), or calls heap.after(s)
+// and makes progress until it is ready, counting what it spends inside the library (the call and
+// each upcxx::progress()) against the copy's time:
+//   AFTER <bytes> <stream time us> <cudaStreamSynchronize blocked us> <after() call us>
+//         <progress us until ready> <host time freed, %>
+//
+//   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456]
+//
+// Without a GPU it says SKIPPED and exits 77.
+#include <cuda_runtime.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::vector<std::size_t> parse_list(const char *s) {
+    std::vector<std::size_t> v;
+    for (const char *p = s; *p;) {
+        char *end = nullptr;
+        v.push_back(std::strtoull(p, &end, 10));
+        if (end == p) break;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
+
+template <class F>
+bool is_ready(const F &f) {
+#if UPCXX_VERSION >= 20230305L
+    return f.is_ready();
+#else
+    return f.ready();
+#endif
+}
+
+struct stats {
+    double lo = 1e30, hi = 0;
+    void add(double t) {
+        lo = std::min(lo, t);
+        hi = std::max(hi, t);
+    }
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    upcxx::init();
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 || upcxx::rank_n() < 2) {
+        if (!upcxx::rank_me()) std::printf("SKIPPED: stream_bench needs a GPU and 2 ranks\n");
+        upcxx::finalize();
+        return 77;
+    }
+    std::vector<std::size_t> windows{1, 100};
+    std::size_t min_size = 8, max_size = std::size_t(4) << 20, big = std::size_t(256) << 20;
+    int reps = 6, warm = 2;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        if (a == "-w")
+            windows = parse_list(argv[i + 1]);
+        else if (a == "-s")
+            min_size = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-m")
+            max_size = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-r")
+            reps = std::atoi(argv[i + 1]);
+        else if (a == "-W")
+            warm = std::atoi(argv[i + 1]);
+        else if (a == "-b")
+            big = std::strtoull(argv[i + 1], nullptr, 10);
+    }
+    if (windows.empty() || min_size == 0 || max_size < min_size || reps < 1 || big == 0) {
+        if (!upcxx::rank_me()) std::printf("RESULT stream_bench FAIL: bad arguments\n");
+        upcxx::finalize();
+        return 2;
+    }
+    const std::size_t max_window = *std::max_element(windows.begin(), windows.end());
+    cudaSetDevice(upcxx::local_team().rank_me() % ndev);
+    int rc = 0;
+    try {
+        upcxx::extra::nvshmem_init();
+        const int me = upcxx::rank_me(), next = (me + 1) % upcxx::rank_n();
+        const std::size_t span = std::max(std::min(max_size * max_window, std::size_t(256) << 20), big);
+        char *src = static_cast<char *>(nvshmem_malloc(span));
+        char *dst = static_cast<char *>(nvshmem_malloc(span));
+        cudaMemset(src, me + 1, span);
+        cudaDeviceSynchronize();
+        cudaStream_t s = nullptr;
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        {
+            upcxx::extra::nvshmem_heap heap;
+            const auto lsrc = heap.to_global_ptr(src), rdst = heap.to_global_ptr(dst, next);
+            if (me == 0)
+                std::printf("stream_bench: %d ranks, %d GPU(s) visible, heap.copy %s, NVSHMEM %d.%d\n", upcxx::rank_n(),
+                            ndev, upcxx::extra::nvshmem_heap::fast_copies() ? "fast mode" : "public-API mode",
+                            NVSHMEM_VENDOR_MAJOR_VERSION, NVSHMEM_VENDOR_MINOR_VERSION);
+            for (std::size_t w : windows)
+                for (std::size_t n = min_size; n <= max_size; n *= 2) {
+                    const std::size_t slots = std::max<std::size_t>(1, span / n);
+                    auto off = [&](std::size_t k) { return (k % slots) * n; };
+                    auto run_heap = [&] {
+                        const double t0 = now();
+                        for (std::size_t k = 0; k < w; k++)
+                            heap.copy_on_stream(s, lsrc + static_cast<std::ptrdiff_t>(off(k)),
+                                                rdst + static_cast<std::ptrdiff_t>(off(k)), n,
+                                                upcxx::operation_cx::as_lpc(upcxx::current_persona(), [] {}));
+                        cudaStreamSynchronize(s);
+                        const double t = now() - t0;
+                        upcxx::progress();  // the copies' completions, outside the time
+                        return t;
+                    };
+                    auto run_nvshmem = [&] {
+                        const double t0 = now();
+                        for (std::size_t k = 0; k < w; k++)
+                            nvshmemx_putmem_on_stream(dst + off(k), src + off(k), n, next, s);
+                        nvshmemx_quiet_on_stream(s);
+                        cudaStreamSynchronize(s);
+                        return now() - t0;
+                    };
+                    upcxx::barrier();
+                    stats h, v;
+                    if (me == 0) {
+                        for (int r = 0; r < warm; r++) run_heap(), run_nvshmem();
+                        for (int r = 0; r < reps; r++) {
+                            h.add(run_heap());
+                            v.add(run_nvshmem());
+                        }
+                        std::printf("STREAM %zu %zu %.2f %.2f %.2f %.2f %.3f\n", n, w, h.lo * 1e6, h.hi * 1e6,
+                                    v.lo * 1e6, v.hi * 1e6, v.lo / h.lo);
+                        std::fflush(stdout);
+                    }
+                    upcxx::barrier();
+                }
+            // The host time after() frees, on rank 0 alone (a copy within its own heap).
+            if (me == 0) {
+                for (int r = 0; r < warm + reps; r++) {
+                    cudaMemcpyAsync(dst, src, big, cudaMemcpyDeviceToDevice, s);
+                    const double t0 = now();
+                    cudaStreamSynchronize(s);
+                    const double blocked = now() - t0;
+                    cudaMemcpyAsync(dst, src, big, cudaMemcpyDeviceToDevice, s);
+                    const double t1 = now();
+                    upcxx::future<> f = heap.after(s);
+                    const double call = now() - t1;
+                    double in_progress = 0;
+                    while (!is_ready(f)) {
+                        const double p0 = now();
+                        upcxx::progress();
+                        in_progress += now() - p0;
+                        // The host's own work would go here: spin briefly between polls.
+                        for (const double until = now() + 2e-6; now() < until;) {
+                        }
+                    }
+                    const double total = now() - t1;
+                    if (r >= warm)
+                        std::printf("AFTER %zu %.1f %.1f %.2f %.1f %.1f\n", big, total * 1e6, blocked * 1e6, call * 1e6,
+                                    in_progress * 1e6, 100.0 * (1.0 - (call + in_progress) / total));
+                }
+                heap.check_copies();
+            }
+            upcxx::barrier();
+            heap.destroy();
+        }
+        cudaStreamDestroy(s);
+        nvshmem_free(dst);
+        nvshmem_free(src);
+        upcxx::extra::nvshmem_finalize();
+        if (me == 0) std::printf("RESULT stream_bench PASS\n");
+    } catch (const std::exception &e) {
+        std::printf("RESULT stream_bench FAIL (rank %d): %s\n", upcxx::rank_me(), e.what());
+        rc = 1;
+    }
+    upcxx::finalize();
+    return rc;
+}
