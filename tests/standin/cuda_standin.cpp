@@ -73,8 +73,7 @@ struct Stream {
     std::deque<Op> q;
     uint64_t enqueued = 0, completed = 0;
     std::vector<uint64_t> failed;  // indices of failed copies not yet reported (by an event or a synchronize)
-    bool fail_since_record = false;
-    uint64_t last_record = 0;  // the index of the newest event record
+    uint64_t last_record = 0;      // the index of the newest event record
     // Stream capture (cudaStreamBeginCapture): ops enqueued meanwhile go into the graph, not run.
     bool capturing = false;
     cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
@@ -298,7 +297,6 @@ uint64_t enqueue(Stream *s, Op op) {
     op.index = ++s->enqueued;
     if ((op.kind == Op::Copy || op.kind == Op::Batch) && op.fail) {
         s->failed.push_back(op.index);
-        s->fail_since_record = true;
     }
     s->q.push_back(std::move(op));
     if (!s->worker) {
@@ -491,22 +489,23 @@ cudaError_t event_record(Event *e, const void *stream, int dev) {
     e->s = s;
     e->from = s->last_record;
     e->upto = i;
-    e->error = s->fail_since_record;
+    e->error = false;
     e->reported = false;
-    s->fail_since_record = false;
     s->last_record = i;
     return cudaSuccess;
 }
-// An event that completed with an error reports it (every time it is asked); the failures it
-// covers are then reported: a synchronize after it does not report them again. g.mu held.
+// A completed event's outcome, fixed the first time it is asked: an error when a failure in
+// (from, upto] is not reported yet (it is reported now: a synchronize does not report it
+// again); a failure a synchronize reported first is not the event's. g.mu held.
 cudaError_t event_outcome(Event *e) {
-    if (!e->error) return cudaSuccess;
     if (!e->reported) {
         e->reported = true;
         auto &f = e->s->failed;
-        f.erase(std::remove_if(f.begin(), f.end(), [&](uint64_t i) { return i > e->from && i <= e->upto; }), f.end());
+        const auto covered = [&](uint64_t i) { return i > e->from && i <= e->upto; };
+        e->error = std::any_of(f.begin(), f.end(), covered);
+        f.erase(std::remove_if(f.begin(), f.end(), covered), f.end());
     }
-    return cudaErrorUnknown;
+    return e->error ? cudaErrorUnknown : cudaSuccess;
 }
 cudaError_t event_query(Event *e) {
     if (!e) return cudaErrorInvalidResourceHandle;
