@@ -23,7 +23,9 @@
 //   M6 growth (CUDA VMM): nvshmem_malloc past the mapped memory; before update() the new memory is
 //      refused naming update(); heap.update() on every node; then copies to and from every PE's
 //      new memory, paths and bytes right
-//   (M7 copy_on_stream and after() with an off-node end: their tests go here, with the heap alive)
+//   M7 heap.copy_on_stream with every PE (fast on this NVSHMEM node, upcxx::copy elsewhere: the
+//      stream waits on the GPU for its completion), a read of a get's destination queued on the
+//      stream after it, a put whose source the stream writes just before it; heap.after waits.
 //   M8 destroy() with off-node copies in flight (512 KiB puts and gets, not waited for): destroy
 //      returns with every one complete, bytes right at both ends
 //
@@ -177,7 +179,12 @@ std::size_t third_off(int i, int p, int q) {
 }
 std::size_t third_bytes(int i, int p, int q) { return 1 + std::size_t((i + p + q) * 97 + q) % (kThird - 16); }
 int third_salt(int i, int p, int q) { return 11000 + (i * n + p) * n + q; }
-std::size_t block_bytes() { return third_off(n - 1, n - 1, n - 1) + kThird; }
+// M7: per (initiator i, peer p) four slots: [0] p's get source, [1] i's get destination, [2] the
+// put's destination on p, [3] the put's source on i (written by i's stream before the copy).
+std::size_t stream_off(int i, int p, int slot) {
+    return third_off(n - 1, n - 1, n - 1) + kThird + ((std::size_t(i) * n + p) * 4 + std::size_t(slot)) * kSlot;
+}
+std::size_t block_bytes() { return stream_off(n - 1, n - 1, 3) + kSlot; }
 #if COPY_HAS_REMOTE_CX
 constexpr int n_plain_forms = f_op_rpc;  // the forms without a remote completion
 #else
@@ -546,6 +553,60 @@ void growth(std::size_t grow) {
     nvshmem_free(big);  // collective; every copy of it is over (barrier above)
 }
 
+// ---- M7 ---------------------------------------------------------------------------------------------
+// heap.copy_on_stream and heap.after with every peer: fast to PEs NVSHMEM maps here, upcxx::copy
+// (the stream then waits on the GPU for its completion) to the others. A get, then a read of its
+// destination queued on the stream: the read must see the peer's bytes. A put whose source the
+// stream writes (after a 50 ms host function) just before it: the peer must find the new bytes.
+void CUDART_CB m7_sleep(void *ms) { usleep(static_cast<useconds_t>(*static_cast<int *>(ms)) * 1000u); }
+void stream_ops() {
+    constexpr std::size_t len = kSlot - 64;
+    for (int i = 0; i < n; i++)
+        if (i != me) fill(g_sym + stream_off(i, me, 0), len, me, 12000 + i);
+    upcxx::barrier();
+    cudaStream_t s = nullptr;
+    byte_t *pinned = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMallocHost(reinterpret_cast<void **>(&pinned), len) != cudaSuccess) {
+        check("M7.setup", false, "a stream and %zu bytes of pinned memory", len);
+        return;
+    }
+    static int ms = 50;
+    int wrong_path = 0;
+    long wrong_get = 0;
+    bool done = true;
+    for (int p = 0; p < n; p++) {
+        if (p == me) continue;
+        const bool fast = same_node(p, me);
+        // The get, and the read of its destination queued on the stream after it.
+        std::memset(pinned, 0, len);
+        nvshmem_heap::copy_counts c = g_heap->copies();
+        upcxx::future<> got = g_heap->copy_on_stream(s, at(p, stream_off(me, p, 0)), at(me, stream_off(me, p, 1)), len);
+        wrong_path += !path_right(c, fast);
+        cudaMemcpyAsync(pinned, g_sym + stream_off(me, p, 1), len, cudaMemcpyDefault, s);
+        // The put: its source written on the stream after a host function sleeps.
+        cudaLaunchHostFunc(s, m7_sleep, &ms);
+        cudaMemsetAsync(g_sym + stream_off(me, p, 3), 0x40 + me, len, s);
+        c = g_heap->copies();
+        upcxx::future<> put = g_heap->copy_on_stream(s, at(me, stream_off(me, p, 3)), at(p, stream_off(me, p, 2)), len);
+        wrong_path += !path_right(c, fast);
+        done = wait_for(upcxx::when_all(got, put, g_heap->after(s)), 120) && done;
+        wrong_get += count_wrong(pinned, len, p, 12000 + me);
+    }
+    check("M7.paths", wrong_path == 0, "copy_on_stream: fast on NVSHMEM node %d only, upcxx::copy elsewhere (%d wrong)",
+          me / kn, wrong_path);
+    check("M7.get_ordered", done && wrong_get == 0,
+          "a get from every PE, then a read of its destination on the stream: %ld wrong bytes", wrong_get);
+    upcxx::barrier();  // every put landed (each initiator waited for its own)
+    long wrong_put = 0;
+    for (int i = 0; i < n; i++)
+        if (i != me) wrong_put += count_not(g_sym + stream_off(i, me, 2), len, static_cast<unsigned char>(0x40 + i));
+    check("M7.put_ordered", wrong_put == 0,
+          "every PE's put, its source written on its stream just before: %ld wrong bytes here", wrong_put);
+    cudaFreeHost(pinned);
+    cudaStreamDestroy(s);
+}
+
 // ---- M8 ---------------------------------------------------------------------------------------------
 void destroy_in_flight() {
     std::vector<upcxx::future<>> futs;
@@ -735,7 +796,7 @@ int main(int argc, char **argv) {
             skip("M6", "CUDA VMM off: NVSHMEM's heap does not grow");
         else
             growth(g_heap->extent() + (std::size_t(64) << 20));  // past what is mapped now
-        // ---- M7: copy_on_stream and after() with an off-node end (their owner adds them here) ----
+        stream_ops();                                            // M7: copy_on_stream and after() with off-node ends
         destroy_in_flight();
         upcxx::delete_array(my_host);
         nvshmem_free(g_sym);
