@@ -154,6 +154,7 @@ using copy_test::ready;
 using copy_test::skip;
 using copy_test::wait_for;
 using upcxx::extra::nvshmem_heap;
+using standin_fail_fn = int (*)(int);  // uxn_standin_fail_next_copies / _launches (standin_control.h)
 using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 using aptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::any>;
 using hptr = upcxx::global_ptr<unsigned char>;
@@ -1672,8 +1673,7 @@ static void f23_after(nvshmem_heap &heap) {
           "as_eager_future and as_defer_future become ready");
 #endif
     // A CUDA error of the stream's work (stand-in): after() is ready, check_copies() says so.
-    using fail_fn = int (*)(int);
-    const auto fail_copies = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    const auto fail_copies = reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
     if (fail_copies) {
         std::vector<unsigned char> x(64), y(64);
         try {
@@ -1777,14 +1777,19 @@ static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigne
 
 // =================================================================================================
 // F20, F21: failed batch launches (the CUDA stand-in's controls).
-static void f20_refused_launch(unsigned char *a, unsigned char *b) {
-    using fail_fn = int (*)(int);
-    const auto fail_launches = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_launches"));
+// The stand-in's failure control `name` (standin_control.h) when batched fast copies run here;
+// else nullptr, and group `group` says it is skipped.
+static standin_fail_fn batched_standin_control(const char *group, const char *name) {
+    const auto fn = reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, name));
     const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
-    if (!fail_launches || !mapped || forced || (knob && std::string(knob) == "unbatched")) {
-        skip("F20", "needs the CUDA stand-in's launch control and batched fast copies");
-        return;
-    }
+    if (fn && mapped && !forced && !(knob && std::string(knob) == "unbatched")) return fn;
+    skip(group, "needs the CUDA stand-in's failure controls and batched fast copies");
+    return nullptr;
+}
+
+static void f20_refused_launch(unsigned char *a, unsigned char *b) {
+    const standin_fail_fn fail_launches = batched_standin_control("F20", "uxn_standin_fail_next_launches");
+    if (!fail_launches) return;
     nvshmem_heap heap;
     g_heap = &heap;
     const int salt = 200;
@@ -1819,13 +1824,8 @@ static void f20_refused_launch(unsigned char *a, unsigned char *b) {
 
 static void f21_failed_launch_then_thread(unsigned char *a, unsigned char *b) {
 #if UPCXX_THREADMODE
-    using fail_fn = int (*)(int);
-    const auto fail_copies = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
-    const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
-    if (!fail_copies || !mapped || forced || (knob && std::string(knob) == "unbatched")) {
-        skip("F21", "needs the CUDA stand-in's failure control and batched fast copies");
-        return;
-    }
+    const standin_fail_fn fail_copies = batched_standin_control("F21", "uxn_standin_fail_next_copies");
+    if (!fail_copies) return;
     nvshmem_heap heap;
     g_heap = &heap;
     const int salt = 210;

@@ -38,6 +38,7 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "bench_util.hpp"
 
 // NVSHMEM 3.8.0 added host RMA regions (nvshmemx_region_start/stop, host/nvshmemx_api.h).
 #if NVSHMEM_VENDOR_MAJOR_VERSION * 100 + NVSHMEM_VENDOR_MINOR_VERSION >= 308
@@ -46,30 +47,9 @@
 #define UXN_FLOOD_REGION 0
 #endif
 
-namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<std::size_t> parse_list(const char *s) {
-    std::vector<std::size_t> v;
-    for (const char *p = s; *p;) {
-        char *end = nullptr;
-        v.push_back(std::strtoull(p, &end, 10));
-        p = *end == ',' ? end + 1 : end;
-        if (end == p && *p) break;
-    }
-    return v;
-}
-
-struct stats {
-    double lo = 1e30, hi = 0;
-    void add(double t) {
-        lo = std::min(lo, t);
-        hi = std::max(hi, t);
-    }
-};
-
-}  // namespace
+using bench::now;
+using bench::parse_list;
+using bench::stats;
 
 int main(int argc, char **argv) {
     upcxx::init();

@@ -37,21 +37,9 @@
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "bench_util.hpp"
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-std::vector<std::size_t> parse_list(const char *s) {
-    std::vector<std::size_t> v;
-    for (const char *p = s; *p;) {
-        char *end = nullptr;
-        v.push_back(std::strtoull(p, &end, 10));
-        if (end == p) break;
-        p = *end == ',' ? end + 1 : end;
-    }
-    return v;
-}
 
 template <class F>
 bool is_ready(const F &f) {
@@ -62,15 +50,11 @@ bool is_ready(const F &f) {
 #endif
 }
 
-struct stats {
-    double lo = 1e30, hi = 0;
-    void add(double t) {
-        lo = std::min(lo, t);
-        hi = std::max(hi, t);
-    }
-};
-
 }  // namespace
+
+using bench::now;
+using bench::parse_list;
+using bench::stats;
 
 int main(int argc, char **argv) {
     upcxx::init();
