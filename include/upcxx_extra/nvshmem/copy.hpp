@@ -46,6 +46,22 @@ namespace upcxx {
 namespace extra {
 namespace detail {
 
+/// How a copy is ordered with a CUDA stream, as the routing sees it (a type, so that heap.copy
+/// compiles no copy_on_stream path): none or after a stream (copy, copy_after), or in a stream's
+/// order (copy_on_stream). engine() is the copy engine's view.
+struct route_after {
+    static constexpr bool on = false;
+    bool set = false;  // ordered after the work queued on `stream` before the call
+    cudaStream_t stream = nullptr;
+    stream_order engine() const noexcept { return set ? stream_order::after(stream) : stream_order::none(); }
+};
+struct route_on_stream {
+    static constexpr bool on = true;
+    static constexpr bool set = true;
+    cudaStream_t stream = nullptr;
+    stream_order engine() const noexcept { return stream_order::on_stream(stream); }
+};
+
 /// nvshmem_heap::copy and copy_after over the heap's state `Heap` (heap.hpp's detail::heap_state),
 /// read through its public interface only: its engine, its segment and raw span checks, its
 /// extent and its error messages.
@@ -79,13 +95,12 @@ struct copy_path {
     //   - 0 elements, or no end that can be device memory: upcxx::copy, untouched and untracked;
     //   - the public-API mode, or completions the fast path cannot read: upcxx::copy, tracked;
     //   - else the fast path where it can, upcxx::copy (tracked when an end is heap memory).
-    template <class S, class D, class... C>
-    UPCXX_EXTRA_NVSHMEM_HOT static auto dispatch(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n,
-                                                 C &&...cxs)
+    template <class Order, class S, class D, class... C>
+    UPCXX_EXTRA_NVSHMEM_HOT static auto dispatch(Heap &h, Order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
-        if (__builtin_expect(after.on, 0)) refuse_capture(after.stream, "nvshmem_heap::copy_on_stream");
+        if constexpr (Order::on) refuse_capture(after.stream, "nvshmem_heap::copy_on_stream");
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
             // range that meets a heap is refused: a range clear of the span of the heaps costs
@@ -94,7 +109,7 @@ struct copy_path {
             // copy_after() first checks what waiting for a stream needs.
             if (after.set) check_usable(h);
             if (__builtin_expect(raw_in_span(h, src, n) || raw_in_span(h, dst, n), 0))
-                return checked_plain<typename std::decay<S>::type, typename std::decay<D>::type>(
+                return checked_plain<Order, typename std::decay<S>::type, typename std::decay<D>::type>(
                     h, after, src, dst, n, std::forward<C>(cxs)...);
             return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
@@ -123,14 +138,16 @@ struct copy_path {
 
     // upcxx::copy with the caller's arguments, after `after` (the host waits for it; for
     // copy_on_stream the stream then waits for its completion: upcxx_on_stream).
-    template <class S, class D, class... C>
-    UPCXX_EXTRA_NVSHMEM_HOT static auto plain(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
+    template <class Order, class S, class D, class... C>
+    UPCXX_EXTRA_NVSHMEM_HOT static auto plain(Heap &h, Order after, S &&src, D &&dst, std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
-        if (__builtin_expect(after.on, 0))
+        if constexpr (Order::on) {
             return upcxx_on_stream(h, after.stream, nullptr, std::forward<S>(src), std::forward<D>(dst), n,
                                    std::forward<C>(cxs)...);
-        if (after.set) wait_for(h, after.stream);
-        return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+        } else {
+            if (after.set) wait_for(h, after.stream);
+            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
+        }
     }
 
     // The caller's completions (upcxx::copy's default: an operation future) with `extra` added.
@@ -205,29 +222,31 @@ struct copy_path {
     // upcxx::copy with the caller's arguments, after `after` (the host waits for it), counted and
     // tracked until its operation completes: destroy() waits for it before the segment goes. A
     // copy this UPC++ release's upcxx::copy crashes on is refused first.
-    template <class S, class D, class Cxs>
-    static auto fallback(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+    template <class Order, class S, class D, class Cxs>
+    static auto fallback(Heap &h, Order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         refuse_upcxx_crash(src, dst);
         h.engine().count_fallback();
         std::shared_ptr<std::atomic<long>> in_flight = h.engine().fallbacks_in_flight();
-        if (after.on)
+        if constexpr (Order::on) {
             return upcxx_on_stream(h, after.stream, in_flight, std::forward<S>(src), std::forward<D>(dst), n,
                                    std::forward<Cxs>(cxs));
-        if (after.set) wait_for(h, after.stream);
-        in_flight->fetch_add(1);
-        try {
-            return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
-                               std::forward<Cxs>(cxs) | tracker(in_flight));
-        } catch (...) {
-            in_flight->fetch_sub(1);
-            throw;
+        } else {
+            if (after.set) wait_for(h, after.stream);
+            in_flight->fetch_add(1);
+            try {
+                return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
+                                   std::forward<Cxs>(cxs) | tracker(in_flight));
+            } catch (...) {
+                in_flight->fetch_sub(1);
+                throw;
+            }
         }
     }
 
     // Fast mode: the path of one copy with at least one end that may be device memory.
-    template <class S, class D, class Cxs>
-    static auto dispatch_fast(Heap &h, stream_order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
+    template <class Order, class S, class D, class Cxs>
+    static auto dispatch_fast(Heap &h, Order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
@@ -260,7 +279,8 @@ struct copy_path {
         f->rank_s = rank_s;
         f->rank_d = rank_d;
         fast_flight<S, D, Cxs> &fl = *f;
-        h.engine().start(std::move(f), to, from, after, both_heap);  // throws: nothing copied, nothing notified
+        h.engine().start(std::move(f), to, from, after.engine(),
+                         both_heap);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
         return cx::returner(fl.here, false)();  // the flight completes only in progress, later
     }
@@ -415,9 +435,9 @@ struct copy_path {
     // Host memory at both ends, a raw end inside the span of the heaps: the C library decides
     // (throws for heap memory), then upcxx::copy as written. The ends come by value (a pointer
     // or a global pointer: in registers, so the inline path spills nothing for this call).
-    template <class S, class D, class... C>
-    [[gnu::cold, gnu::noinline]] static auto checked_plain(const Heap &h, stream_order after, S src, D dst,
-                                                           std::size_t n, C &&...cxs)
+    template <class Order, class S, class D, class... C>
+    [[gnu::cold, gnu::noinline]] static auto checked_plain(const Heap &h, Order after, S src, D dst, std::size_t n,
+                                                           C &&...cxs)
         -> decltype(upcxx::copy(std::move(src), std::move(dst), n, std::forward<C>(cxs)...)) {
         if constexpr (!copy_end<S>::global) not_into_heap(h, src, n, "source");
         if constexpr (!copy_end<D>::global) not_into_heap(h, dst, n, "destination");

@@ -448,8 +448,7 @@ public:
     /// heap, or a CUDA error when the copy is issued.
     template <class... A>
     auto copy(A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::none(),
-                                                               std::forward<A>(a)...);
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_after{}, std::forward<A>(a)...);
     }
 
     /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
@@ -459,7 +458,7 @@ public:
     /// runs), cudaStreamLegacy, cudaStreamPerThread and created streams.
     template <class... A>
     auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::after(stream),
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_after{true, stream},
                                                                std::forward<A>(a)...);
     }
 
@@ -508,7 +507,7 @@ public:
     /// graph (nothing copied).
     template <class... A>
     auto copy_on_stream(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
-        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::stream_order::on_stream(stream),
+        return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_on_stream{stream},
                                                                std::forward<A>(a)...);
     }
 
