@@ -526,12 +526,12 @@ private:
         }
         cuda_event ev = pooled_event();
         e = ev ? cudaEventRecord(ev.get(), s) : cudaErrorMemoryAllocation;
-        if (e != cudaSuccess) {  // issued, but nothing can tell when it lands: the host waits
-            (void)cudaGetLastError();
+        if (e != cudaSuccess) {        // issued, but nothing can tell when it lands: the host waits
+            (void)cudaGetLastError();  // `ev`'s state is unknown: destroyed here, not back to the pool
+            ev.reset();
             f.settled = true;
             f.result = cudaStreamSynchronize(s);
             if (f.result != cudaSuccess) (void)cudaGetLastError();
-            if (ev) events_.push_back(std::move(ev));
             return;
         }
         f.ev = ev.release();
@@ -710,13 +710,8 @@ private:
     void record_mark() {
         device_scope on(device_);
         flush();
-        cuda_event ev;
-        if (!events_.empty()) {
-            ev = std::move(events_.back());
-            events_.pop_back();
-        }
-        cudaError_t e = ev ? cudaSuccess : cudaEventCreateWithFlags(ev.out(), cudaEventDisableTiming);
-        if (e == cudaSuccess) e = cudaEventRecord(ev.get(), stream_.get());
+        cuda_event ev = pooled_event();
+        const cudaError_t e = ev ? cudaEventRecord(ev.get(), stream_.get()) : cudaErrorMemoryAllocation;
         if (e == cudaSuccess) {
             marks_.push_back(mark{std::move(ev), issued_});
             return;
