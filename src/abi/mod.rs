@@ -3,9 +3,11 @@
 //! panic boundary every export runs inside is [`crate::panic`]). As Rust items, this module is the
 //! rlib's API: every function and type the header declares, by its Rust name.
 
+mod engine;
 mod exports;
 
 pub use crate::error::Status;
 pub use crate::heap::Source;
 pub use crate::table::translation::Span;
+pub use engine::*;
 pub use exports::*;
