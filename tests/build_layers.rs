@@ -157,7 +157,7 @@ fn a_planted_upward_import_fails() {
     assert_eq!(planted("src/heap.rs", "let x = crate::cuda::driver_available();\n").len(), 1, "within one layer");
     assert_eq!(planted("src/newmod.rs", "\n").len(), 1, "a module without a layer");
     // Downward arrows, comments, strings, the root and the binaries are fine.
-    assert!(planted("src/abi/exports.rs", "use crate::table::TABLE;\ncrate::fail!(BadPe, \"x\");\n").is_empty());
+    assert!(planted("src/abi/translation.rs", "use crate::table::TABLE;\ncrate::fail!(BadPe, \"x\");\n").is_empty());
     assert!(planted("src/table/x.rs", "// use crate::abi::Status;\nlet s = \"crate::doctor\";\n").is_empty());
     assert!(planted("src/lib.rs", "use crate::abi;\n").is_empty());
     assert!(planted("src/bin/d.rs", "use crate::abi;\n").is_empty());
