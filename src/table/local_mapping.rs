@@ -98,7 +98,7 @@ pub fn check_host_range(addr: usize, len: usize) -> Result<()> {
 fn overlap(addr: usize, len: usize, lo: usize, size: usize) -> Option<usize> {
     if addr.wrapping_sub(lo) < size {
         Some(addr)
-    } else if size > 0 && lo.wrapping_sub(addr) < super::translation::clip(addr, len) {
+    } else if size > 0 && lo.wrapping_sub(addr) < super::snapshot::clip(addr, len) {
         Some(lo)
     } else {
         None

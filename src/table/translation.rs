@@ -1,14 +1,7 @@
 //! The offset-translation table: the local heap, and for every PE its UPC++ rank and heap base,
-//! and rank -> PE.
-//!
-//! Translation is by offset: `raw = base[pe] + (sym - my_base)` and back, so nothing assumes the
-//! bases are equal (they differ per PE when NVSHMEM runs without CUDA VMM). Every translation is
-//! bounded by the extent (`set_extent`) when one is set, else by the heap's size.
-//!
-//! Storage is compressed: with uniform bases and PE == rank the table holds no array; otherwise
-//! at most 16 bytes per PE (8 for the base, 4 for PE -> rank, 4 for rank -> PE), each array
-//! present only when it is not uniform / the identity ([`Peers`] decides, after checking the
-//! entries).
+//! and rank -> PE, as readers see it: the published [`Snapshot`], how it is read and how writers
+//! replace it. The translations themselves are pure functions of one snapshot (`snapshot.rs`);
+//! why one refused is built from that snapshot too (`errors.rs`).
 //!
 //! Concurrency: readers see one immutable [`Snapshot`] behind an atomic pointer. A read is one
 //! Acquire load of that pointer and the translation from the snapshot it names: no lock, no
@@ -18,17 +11,16 @@
 //! from it), so a table keeps one snapshot (one cache line) per publication that changed what
 //! readers see, and each array once per distinct content; the process's table is never dropped.
 //!
-//! Each direction has one translation ([`Snapshot::sym_to_pe`], [`Snapshot::rank_to_sym`]), a pure
-//! function of one snapshot: the hot paths make one read with it, the slow paths read again and,
-//! when it refuses, explain why from the same snapshot.
-//!
 //! The protocol is model-checked with loom (`tests/loom/`); under `--cfg loom` this file takes
 //! loom's atomics and mutex, and every read holds a loom cell of its snapshot that freeing the
 //! snapshot writes, so a snapshot freed while a reader may hold it is a reported causality
-//! violation.
+//! violation. The snapshot's translations and the explanations need no loom type.
 
+use super::errors::{from_error, from_offset_error, local_offset_error, no_heap, offset_error, to_error};
 use super::peers::Peers;
-use crate::error::{Error, Result, Status};
+use super::snapshot::Snapshot;
+pub use super::snapshot::{Global, Span};
+use crate::error::Result;
 use crate::heap::{Heap, Source};
 #[cfg(loom)]
 use loom::sync::{
@@ -60,80 +52,45 @@ pub struct View {
     pub mapped: (usize, usize),
 }
 
-/// A span of addresses of this process, `[lo, lo + size)`.
+/// A snapshot as the table publishes it: under loom with the cell every read holds, the model's
+/// view of the snapshot's life (without loom, the snapshot alone).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Span {
-    pub lo: usize,
-    pub size: usize,
-}
-
-/// A translated global pointer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Global {
-    pub rank: i32,
-    pub pe: i32,
-    pub device: i32,
-    pub raw: usize,
-}
-
-/// The table as readers see it, never changed once published. Two cache lines (`align(64)`, 128
-/// bytes), shared read-only by every reader: the translations read the first only, the check of
-/// a host pointer (`mapped`) the second.
-#[repr(C, align(64))]
-struct Snapshot {
-    /// The heap's PE count; 0 when no heap is known (a heap always has at least one PE).
-    n_pes: u32,
-    /// `n_pes` when a peer table is installed, else 0: the hot paths' one bound check of a PE or
-    /// a rank.
-    live_n: u32,
-    my_pe: i32,
-    /// An atomic only so that the compiler loads it unconditionally (a plain load it may move
-    /// into a branch, which [`Snapshot::global`] avoids); never stored after publication.
-    device: std::sync::atomic::AtomicI32,
-    base: usize,
-    /// The bound of every offset: the extent when one is set, else the heap's size; 0 when no
-    /// heap is known (so a bare offset check refuses everything then).
-    limit: usize,
-    /// The heap's own size (for messages).
-    heap_size: usize,
-    /// `live_n` entries each, or null: uniform bases, PE == rank.
-    bases: *const usize,
-    rank_of_pe: *const u32,
-    pe_of_rank: *const u32,
-    /// The addresses of this process that hold NVSHMEM heap memory: `[lo, lo + size)` covers
-    /// the local heap and every peer's heap as NVSHMEM maps it here (with the gaps between
-    /// them); (0, 0) without a heap. Published on its own too ([`Table::span_slot`]).
-    mapped: Span,
+struct Issued {
+    snapshot: Snapshot,
     /// Held by every read, written by the free (the loom model's view of the snapshot's life).
     #[cfg(loom)]
     held: loom::cell::UnsafeCell<()>,
 }
 
 #[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Snapshot>() == 128);
+const _: () = assert!(std::mem::size_of::<Issued>() == 128);
 
-// SAFETY: a snapshot is immutable once published, and the arrays it points to are immutable and
-// outlive it (both belong to the table's `Master`).
-#[allow(unsafe_code)]
-unsafe impl Sync for Snapshot {}
-#[allow(unsafe_code)]
-unsafe impl Send for Snapshot {}
+impl Issued {
+    fn new(snapshot: Snapshot) -> Issued {
+        Issued {
+            snapshot,
+            #[cfg(loom)]
+            held: loom::cell::UnsafeCell::new(()),
+        }
+    }
+}
 
 /// The snapshot of a table without a heap: what [`TABLE`] starts with.
 #[cfg(not(loom))]
-static EMPTY: Snapshot = Snapshot {
-    n_pes: 0,
-    live_n: 0,
-    my_pe: 0,
-    device: std::sync::atomic::AtomicI32::new(-1),
-    base: 0,
-    limit: 0,
-    heap_size: 0,
-    bases: null(),
-    rank_of_pe: null(),
-    pe_of_rank: null(),
-    mapped: Span { lo: 0, size: 0 },
+static EMPTY: Issued = Issued {
+    snapshot: Snapshot {
+        n_pes: 0,
+        live_n: 0,
+        my_pe: 0,
+        device: std::sync::atomic::AtomicI32::new(-1),
+        base: 0,
+        limit: 0,
+        heap_size: 0,
+        bases: null(),
+        rank_of_pe: null(),
+        pe_of_rank: null(),
+        mapped: Span { lo: 0, size: 0 },
+    },
 };
 
 /// Arrays kept for the life of a table, each content once: an array never changes once made, so
@@ -193,11 +150,11 @@ struct Master {
     /// The span of the heaps mapped here that the peer table came with (`Peers::mapped`).
     mapped: Option<(usize, usize)>,
     /// Every snapshot this table published, the current one among them.
-    published: Vec<*mut Snapshot>,
+    published: Vec<*mut Issued>,
     /// Under loom: the snapshots freed (in the model) before the table, kept allocated until it
     /// goes so that the model's own execution stays defined.
     #[cfg(loom)]
-    freed: Vec<*mut Snapshot>,
+    freed: Vec<*mut Issued>,
     usize_arrays: Kept<usize>,
     u32_arrays: Kept<u32>,
 }
@@ -255,15 +212,13 @@ impl Master {
             rank_of_pe: self.rank_of_pe,
             pe_of_rank: self.pe_of_rank,
             mapped: Span { lo, size },
-            #[cfg(loom)]
-            held: loom::cell::UnsafeCell::new(()),
         }
     }
 
     /// Frees snapshot `p`, which no reader may hold any more. Under loom the free is a write to
     /// the cell every read holds, so the model reports a reader that may still hold it.
     #[allow(unsafe_code)]
-    fn free(&mut self, p: *mut Snapshot) {
+    fn free(&mut self, p: *mut Issued) {
         #[cfg(loom)]
         {
             // SAFETY: p is a snapshot this table published and has not freed.
@@ -303,7 +258,7 @@ pub struct Table {
 /// The pointer readers load, alone on its cache lines: a writer taking its lock never
 /// invalidates the readers' line.
 #[repr(align(128))]
-struct Published(AtomicPtr<Snapshot>);
+struct Published(AtomicPtr<Issued>);
 
 /// The pointer to the current snapshot's span, on its own cache lines as [`Published`].
 #[repr(align(128))]
@@ -319,180 +274,12 @@ impl Default for Table {
     }
 }
 
-/// A refusal of [`Snapshot::rank_to_sym`]: the rank's PE and that PE's base (0, 0 when the rank is
-/// not in the table), for the explanation.
-#[derive(Clone, Copy, Debug)]
-struct Refused {
-    pe: u32,
-    base: usize,
-}
-
-impl Snapshot {
-    /// Whether readers would see the same table in both.
-    fn same(&self, o: &Snapshot) -> bool {
-        (self.n_pes, self.live_n, self.my_pe, self.base, self.limit, self.heap_size)
-            == (o.n_pes, o.live_n, o.my_pe, o.base, o.limit, o.heap_size)
-            && self.device.load(Ordering::Relaxed) == o.device.load(Ordering::Relaxed)
-            && (self.bases, self.rank_of_pe, self.pe_of_rank) == (o.bases, o.rank_of_pe, o.pe_of_rank)
-            && self.mapped == o.mapped
-    }
-
-    /// The offset of `addr` in the local heap, within the bound (no peer table needed).
-    #[inline(always)]
-    fn offset(&self, addr: usize) -> Option<usize> {
-        let off = addr.wrapping_sub(self.base);
-        (off < self.limit).then_some(off)
-    }
-
-    /// The offset of the `len` bytes at `sym` (0: the address alone) in the local heap, inside
-    /// the heap and the bound (no peer table needed): `to_offset` toward my own PE.
-    #[inline(always)]
-    fn local_offset(&self, sym: usize, len: usize) -> Option<usize> {
-        let off = sym.wrapping_sub(self.base);
-        self.within(off, len).then_some(off)
-    }
-
-    /// Whether `addr` is in the span of the heaps mapped in this process (one subtraction).
-    #[inline(always)]
-    fn in_mapped_span(&self, addr: usize) -> bool {
-        addr.wrapping_sub(self.mapped.lo) < self.mapped.size
-    }
-
-    /// Whether `[addr, addr + len)` (`len` 0: `addr` alone; clipped at the end of the address
-    /// space) overlaps the span.
-    #[inline(always)]
-    fn overlaps_mapped_span(&self, addr: usize, len: usize) -> bool {
-        self.in_mapped_span(addr) || (self.mapped.size > 0 && self.mapped.lo.wrapping_sub(addr) < clip(addr, len))
-    }
-
-    /// The PE of rank `rank` (< `live_n`).
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    fn pe_of(&self, rank: u32) -> u32 {
-        if self.pe_of_rank.is_null() {
-            rank
-        } else {
-            cold_path();
-            // SAFETY: rank < live_n, the length of the array, whose entries are a permutation of
-            // 0..live_n (`Peers::new` checked it).
-            unsafe { *self.pe_of_rank.add(rank as usize) }
-        }
-    }
-
-    /// The translation from an offset on rank `rank` (`from_offset`): the `len` bytes at offset
-    /// `off` of that rank's heap (0: the offset alone) inside the bound, as (symmetric address,
-    /// PE): `rank_to_sym` without the rank's base.
-    #[inline(always)]
-    fn rank_offset_to_sym(&self, rank: i32, off: usize, len: usize) -> Option<(usize, i32)> {
-        if (rank as u32) >= self.live_n || !self.within(off, len) {
-            return None;
-        }
-        Some((self.base.wrapping_add(off), self.pe_of(rank as u32) as i32))
-    }
-
-    /// The base of PE `pe`'s heap in its own address space (< `live_n`): through a pointer chosen
-    /// by a cmov and valid in both layouts (without a bases array, `base` itself), so uniform and
-    /// per-PE bases both run straight through.
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    fn base_of(&self, pe: u32) -> usize {
-        // SAFETY: pe < live_n, the length of the array.
-        let bp: *const usize = if self.bases.is_null() { &self.base } else { unsafe { self.bases.add(pe as usize) } };
-        unsafe { *bp }
-    }
-
-    /// The translation toward PE `pe` (`to_global`, `to_offset`): `pe` in the table and the `len`
-    /// bytes at `sym` (0: the address alone) inside the local heap and the bound; their offset.
-    /// The one bound check of this direction.
-    #[inline(always)]
-    fn sym_to_pe(&self, sym: usize, len: usize, pe: i32) -> Option<usize> {
-        if (pe as u32) >= self.live_n {
-            return None;
-        }
-        // `len` is 0 for `to_global`: the bound's second test folds away there.
-        self.local_offset(sym, len)
-    }
-
-    /// The one bound check: the `len` bytes at heap offset `off` (0: the offset alone) inside
-    /// the bound.
-    #[inline(always)]
-    fn within(&self, off: usize, len: usize) -> bool {
-        let limit = self.limit;
-        off < limit && len <= limit - off
-    }
-
-    /// The rank of PE `pe` (< `live_n`, after [`Snapshot::sym_to_pe`]).
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    fn rank_of(&self, pe: i32) -> u32 {
-        if self.rank_of_pe.is_null() {
-            pe as u32
-        } else {
-            cold_path();
-            // SAFETY: pe < live_n, the length of the array.
-            unsafe { *self.rank_of_pe.add(pe as usize) }
-        }
-    }
-
-    /// `to_global`: `sym` (an address in my heap) on PE `pe`.
-    #[inline(always)]
-    fn to_global(&self, sym: usize, pe: i32) -> Option<Global> {
-        self.sym_to_pe(sym, 0, pe).map(|off| self.global(sym, off, pe))
-    }
-
-    /// `to_offset`: the rank of PE `pe` and the offset of the `len` bytes at `sym`.
-    #[inline(always)]
-    fn to_offset(&self, sym: usize, len: usize, pe: i32) -> Option<(i32, usize)> {
-        self.sym_to_pe(sym, len, pe).map(|off| (self.rank_of(pe) as i32, off))
-    }
-
-    /// `sym` (at offset `off` in the local heap, after [`Snapshot::sym_to_pe`]) on PE `pe`.
-    #[inline(always)]
-    #[allow(unsafe_code)]
-    fn global(&self, sym: usize, off: usize, pe: i32) -> Global {
-        // Uniform bases: the answer is `sym` itself. The per-PE arrays are behind `cold_path`, so
-        // the uniform layout (CUDA VMM's default: one base everywhere, PE == rank) runs straight
-        // through and a per-PE array costs a jump out and back.
-        let raw = if self.bases.is_null() {
-            sym
-        } else {
-            cold_path();
-            // SAFETY: pe < live_n, the length of the array.
-            unsafe { *self.bases.add(pe as usize) }.wrapping_add(off)
-        };
-        let rank = self.rank_of(pe);
-        // A cmov, not a branch: one on `pe == my_pe` would be mispredicted about once in n_pes
-        // calls for random PEs (`device` is read unconditionally: see its field).
-        let device = self.device.load(Ordering::Relaxed);
-        let device = if pe == self.my_pe { device } else { -1 };
-        Global { rank: rank as i32, pe, device, raw }
-    }
-
-    /// The translation from rank `rank` (`from_global`, `local_ptr`): the `len` bytes at `raw` on
-    /// that rank (0: the address alone) inside its PE's heap and the bound, as (symmetric
-    /// address, PE). The one bound check of this direction.
-    #[inline(always)]
-    fn rank_to_sym(&self, rank: i32, raw: usize, len: usize) -> std::result::Result<(usize, i32), Refused> {
-        let n = self.live_n;
-        if (rank as u32) >= n {
-            return Err(Refused { pe: 0, base: 0 });
-        }
-        let pe = self.pe_of(rank as u32);
-        let b = self.base_of(pe);
-        let off = raw.wrapping_sub(b);
-        if !self.within(off, len) {
-            return Err(Refused { pe, base: b });
-        }
-        Ok((self.base.wrapping_add(off), pe as i32))
-    }
-}
-
 impl Table {
     #[cfg(not(loom))]
     pub const fn new() -> Table {
         Table {
-            current: Published(AtomicPtr::new(&raw const EMPTY as *mut Snapshot)),
-            span: SpanSlot(AtomicPtr::new(&raw const EMPTY.mapped as *mut Span)),
+            current: Published(AtomicPtr::new(&raw const EMPTY as *mut Issued)),
+            span: SpanSlot(AtomicPtr::new(&raw const EMPTY.snapshot.mapped as *mut Span)),
             master: Mutex::new(Master::new()),
         }
     }
@@ -502,11 +289,11 @@ impl Table {
     #[cfg(loom)]
     pub fn new() -> Table {
         let mut master = Master::new();
-        let empty = Box::into_raw(Box::new(master.snapshot()));
+        let empty = Box::into_raw(Box::new(Issued::new(master.snapshot())));
         master.published.push(empty);
         // SAFETY: `empty` is a live snapshot the master keeps.
         #[allow(unsafe_code)]
-        let span = unsafe { &raw mut (*empty).mapped };
+        let span = unsafe { &raw mut (*empty).snapshot.mapped };
         Table { current: Published(AtomicPtr::new(empty)), span: SpanSlot(AtomicPtr::new(span)), master: Mutex::new(master) }
     }
 
@@ -518,11 +305,11 @@ impl Table {
     fn read<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
         // SAFETY: the pointer is EMPTY or a snapshot this table published; both live as long as
         // the table, and the Acquire load makes the snapshot's contents visible.
-        let s = unsafe { &*self.current.0.load(Ordering::Acquire) };
+        let p = unsafe { &*self.current.0.load(Ordering::Acquire) };
         #[cfg(loom)]
-        return s.held.with(|_| f(s));
+        return p.held.with(|_| f(&p.snapshot));
         #[cfg(not(loom))]
-        f(s)
+        f(&p.snapshot)
     }
 
     /// The hot path of `to_global`: None on any refusal (then [`Table::to_global`] says why).
@@ -605,14 +392,7 @@ impl Table {
     /// The offset of the `len` bytes at `sym` (0: the address alone) in the local heap, inside
     /// the heap and the bound, or why not.
     pub fn local_offset(&self, sym: usize, len: usize) -> Result<usize> {
-        self.read(|s| {
-            s.local_offset(sym, len).ok_or_else(|| {
-                if s.n_pes == 0 {
-                    return no_heap();
-                }
-                beyond(&format!("0x{sym:x}"), len, sym.wrapping_sub(s.base), s.base, &format!("PE {}", s.my_pe), s)
-            })
-        })
+        self.read(|s| s.local_offset(sym, len).ok_or_else(|| local_offset_error(sym, len, s)))
     }
 
     /// The hot path of `from_offset`: None on any refusal.
@@ -679,14 +459,14 @@ impl Table {
         let next = m.snapshot();
         let old = self.current.0.load(Ordering::Relaxed);
         // SAFETY: as in `read` (only writers store the pointer, under the lock held here).
-        if unsafe { &*old }.same(&next) {
+        if unsafe { &*old }.snapshot.same(&next) {
             return Ok(r);
         }
-        let new = Box::into_raw(Box::new(next));
+        let new = Box::into_raw(Box::new(Issued::new(next)));
         m.published.push(new);
         self.current.0.store(new, Ordering::Release);
         // SAFETY: `new` is live (kept in `published`); its span is immutable from here on.
-        self.span.0.store(unsafe { &raw mut (*new).mapped }, Ordering::Release);
+        self.span.0.store(unsafe { &raw mut (*new).snapshot.mapped }, Ordering::Release);
         // The bug the loom model must catch (`tests/loom/`, `--cfg uxn_loom_bug`): freeing the
         // snapshot just replaced, which a reader may still be translating from.
         #[cfg(uxn_loom_bug)]
@@ -775,119 +555,11 @@ impl Table {
     }
 }
 
-/// Marks the branch it is called in as unlikely, so the compiler lays the other one out as the
-/// straight path. `std::hint::cold_path` does this from Rust 1.95; the crate supports 1.85, where
-/// a call to an empty `#[cold]` function, inlined, has the same effect.
-#[cold]
-#[inline(always)]
-fn cold_path() {}
-
-// ---- Explanations: why a read refused ------------------------------------------------------
-
-fn no_heap() -> Error {
-    Error::new(Status::TableNotSet, "no heap is known: call upcxx_extra_nvshmem_heap_query or upcxx_extra_nvshmem_attach first")
-}
-
-fn no_peers(s: &Snapshot) -> Error {
-    Error::new(
-        Status::TableNotSet,
-        format!(
-            "the peer table is not set for heap [0x{:x}, 0x{:x}) of PE {}: call upcxx_extra_nvshmem_set_peers first",
-            s.base,
-            s.base + s.heap_size,
-            s.my_pe
-        ),
-    )
-}
-
-/// The `len` bytes (0: the address alone) at `at` ("0x10", "0x10 on rank 1"), at offset `off` in
-/// the heap `[pe_base, pe_base + heap_size)` of `who` ("PE 1"), are refused by the bound: outside
-/// the heap, past its end, or past the extent (`set_extent`).
-fn beyond(at: &str, len: usize, off: usize, pe_base: usize, who: &str, s: &Snapshot) -> Error {
-    let range = format!("[0x{pe_base:x}, 0x{:x})", pe_base.wrapping_add(s.heap_size));
-    let (what, verb) = if len == 0 { (format!("address {at}"), "runs") } else { (format!("the {len} bytes at {at}"), "run") };
-    let message = if off >= s.heap_size {
-        format!("address {at} is outside the symmetric heap {range} of {who}")
-    } else if s.limit < s.heap_size && len <= s.heap_size - off {
-        format!("{what} {verb} past the {} bytes made addressable (set_extent) of {who}'s heap {range}", s.limit)
-    } else {
-        format!("{what} {verb} past the end of the symmetric heap {range} of {who} (offset {off} of {} bytes)", s.heap_size)
-    };
-    Error::new(Status::OutOfHeap, message)
-}
-
-/// Why [`Snapshot::sym_to_pe`] refused.
-#[cold]
-fn to_error(sym: usize, len: usize, pe: i32, s: &Snapshot) -> Error {
-    if s.n_pes == 0 {
-        return no_heap();
-    }
-    if s.live_n == 0 {
-        return no_peers(s);
-    }
-    let off = sym.wrapping_sub(s.base);
-    if !s.within(off, len) {
-        return beyond(&format!("0x{sym:x}"), len, off, s.base, &format!("PE {}", s.my_pe), s);
-    }
-    Error::new(Status::BadPe, format!("PE {pe} is not in [0, {}) (address 0x{sym:x})", s.n_pes))
-}
-
-/// The refusals every translation from a rank shares, in order: no heap, no peer table, a rank
-/// outside the table (`asked` names what was asked of it).
-fn rank_refusal(rank: i32, asked: impl FnOnce() -> String, s: &Snapshot) -> Option<Error> {
-    if s.n_pes == 0 {
-        return Some(no_heap());
-    }
-    if s.live_n == 0 {
-        return Some(no_peers(s));
-    }
-    ((rank as u32) >= s.n_pes).then(|| Error::new(Status::BadRank, format!("rank {rank} is not in [0, {}) ({})", s.n_pes, asked())))
-}
-
-/// Why [`Snapshot::rank_to_sym`] refused.
-#[cold]
-fn from_error(rank: i32, raw: usize, len: usize, r: Refused, s: &Snapshot) -> Error {
-    if let Some(e) = rank_refusal(rank, || format!("address 0x{raw:x}"), s) {
-        return e;
-    }
-    let off = raw.wrapping_sub(r.base);
-    if off >= s.heap_size {
-        let range = format!("[0x{:x}, 0x{:x})", r.base, r.base.wrapping_add(s.heap_size));
-        return Error::new(Status::OutOfHeap, format!("address 0x{raw:x} on rank {rank} (PE {}) is outside that PE's heap {range}", r.pe));
-    }
-    beyond(&format!("0x{raw:x} on rank {rank}"), len, off, r.base, &format!("PE {}", r.pe), s)
-}
-
-/// Why [`Snapshot::rank_offset_to_sym`] refused.
-#[cold]
-fn from_offset_error(rank: i32, off: usize, len: usize, s: &Snapshot) -> Error {
-    if let Some(e) = rank_refusal(rank, || format!("heap offset {off}"), s) {
-        return e;
-    }
-    let pe = s.pe_of(rank as u32);
-    let b = s.base_of(pe);
-    beyond(&format!("0x{:x} on rank {rank} (heap offset {off})", b.wrapping_add(off)), len, off, b, &format!("PE {pe}"), s)
-}
-
-/// Why [`Snapshot::offset`] refused.
-#[cold]
-fn offset_error(addr: usize, s: &Snapshot) -> Error {
-    if s.n_pes == 0 {
-        return no_heap();
-    }
-    beyond(&format!("0x{addr:x}"), 0, addr.wrapping_sub(s.base), s.base, &format!("PE {}", s.my_pe), s)
-}
-
-/// `len` bytes from `addr`, clipped at the end of the address space.
-#[inline(always)]
-pub(crate) fn clip(addr: usize, len: usize) -> usize {
-    if addr == 0 { len } else { len.min(addr.wrapping_neg()) }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::peers::PeerSpec;
     use super::*;
+    use crate::error::Status;
 
     fn heap(n: i32, me: i32) -> Heap {
         Heap { base: 0x10000, size: 0x1000, mapped_size: 0x800, my_pe: me, n_pes: n, device: 3, version: (3, 4, 5), source: Source::Manual }

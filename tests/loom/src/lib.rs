@@ -1,7 +1,7 @@
-//! src/error.rs, src/heap.rs and src/table/{peers,translation}.rs of upcxx-extra-nvshmem,
-//! compiled as they are under `--cfg loom` (the table then takes loom's atomics and mutex),
-//! reachable at the paths they have in the library (`error`, `heap`, `table::translation`, ...).
-//! No stand-ins.
+//! src/error.rs, src/heap.rs and src/table/{peers,snapshot,errors,translation}.rs of
+//! upcxx-extra-nvshmem, compiled as they are under `--cfg loom` (the table's publication,
+//! translation.rs, then takes loom's atomics and mutex), reachable at the paths they have in the
+//! library (`error`, `heap`, `table::translation`, ...). No stand-ins.
 
 #[path = "../../../src/error.rs"]
 pub mod error;
@@ -11,6 +11,12 @@ pub mod heap;
 
 #[path = "../../../src/table/peers.rs"]
 pub mod peers;
+
+#[path = "../../../src/table/snapshot.rs"]
+mod snapshot;
+
+#[path = "../../../src/table/errors.rs"]
+mod errors;
 
 #[path = "../../../src/table/translation.rs"]
 pub mod translation;
