@@ -2,15 +2,31 @@
 # tests use, and the Rust check. One place for each default.
 #   . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-# The pip wheels (NVSHMEM host libraries, CUDA headers, nvcc) and the UPC++ layout live here,
-# outside the clone.
-UXN_CACHE="${UXN_CACHE:-$HOME/.cache/upcxx-extra-nvshmem}"
+# ---- The releases and the cache layout, named here once ------------------------------------------
+# The test suite's CMake reads these lines as text too (tests/releases.cmake, for tests/CMakeLists.txt
+# and tests/standin/CMakeLists.txt): keep each a plain NAME=word or NAME=(word word ...) at the start
+# of a line, no quotes, no $; {version} and {cuda} are filled in by uxn_nvshmem_root and the CMake.
+# The cache (scripts/install-deps.sh fills it) is $HOME/UXN_CACHE_IN_HOME unless UXN_CACHE says otherwise.
+UXN_CACHE_IN_HOME=.cache/upcxx-extra-nvshmem
 # nvidia-nvshmem-cu12 releases the tests run against; the middle one is the default library, the
 # one NVSHMEM that the quickstart (UXN_DEPS=user) installs.
 UXN_NVSHMEM_VERSIONS=(3.1.7 3.4.5 3.8.0)
 UXN_NVSHMEM_DEFAULT=3.4.5
+# Where a release's NVSHMEM root (.../nvidia/nvshmem) is in the cache: the cu12 wheels, and those of
+# another CUDA major version ({cuda}: 13 for nvidia-nvshmem-cu13).
+UXN_CACHE_NVSHMEM=nvshmem/{version}/nvidia/nvshmem
+UXN_CACHE_NVSHMEM_CU=nvshmem-cu{cuda}/{version}/nvidia/nvshmem
 # nvidia-cufftmp-cu13 release of examples/cufftmp's test; it loads nvidia-nvshmem-cu13 >= 3.8.0.
 UXN_CUFFTMP_VERSION=12.1.3.2
+# UPC++ releases the tests build against, oldest first, laid out in the cache's UXN_CACHE_UPCXX by
+# ../shared/upcxx/setup.sh (upcxx-<release>/, and cuda-home/ for the CUDA headers).
+UXN_UPCXX_RELEASES=(2020.10.0 2023.9.0)
+UXN_CACHE_UPCXX=upcxx
+# ---------------------------------------------------------------------------------------------------
+
+# The pip wheels (NVSHMEM host libraries, CUDA headers, nvcc) and the UPC++ layout live here,
+# outside the clone.
+UXN_CACHE="${UXN_CACHE:-$HOME/$UXN_CACHE_IN_HOME}"
 # The CUDA major version of the user's NVSHMEM wheel: 12 (nvidia-nvshmem-cu12, runs on drivers
 # >= 525, CUDA 12.x and 13.x alike) or 13 (nvidia-nvshmem-cu13, needs a CUDA 13 driver, >= 580).
 # Match the CUDA major version of the toolkit the program is built with. The tests use cu12.
@@ -50,11 +66,12 @@ uxn_gpu_arch() {
 # nvcc's -arch for uxn_gpu_arch's answer ($1): sm_90, or native.
 uxn_nvcc_arch() { case "$1" in native) echo native ;; *) echo "sm_$1" ;; esac; }
 
-# The NVSHMEM root (.../nvidia/nvshmem) of release $1 in the cache: the cu12 wheels in nvshmem/,
-# the cu13 ones in nvshmem-cu13/ ($2: the CUDA major version, default 12).
+# The NVSHMEM root (.../nvidia/nvshmem) of release $1 in the cache (UXN_CACHE_NVSHMEM): the cu12
+# wheels in nvshmem/, the cu13 ones in nvshmem-cu13/ ($2: the CUDA major version, default 12).
 uxn_nvshmem_root() {
-  if [ "${2:-12}" = 12 ]; then echo "$UXN_CACHE/nvshmem/$1/nvidia/nvshmem"
-  else echo "$UXN_CACHE/nvshmem-cu$2/$1/nvidia/nvshmem"; fi
+  local t="$UXN_CACHE_NVSHMEM"
+  [ "${2:-12}" = 12 ] || t="${UXN_CACHE_NVSHMEM_CU//\{cuda\}/$2}"
+  echo "$UXN_CACHE/${t//\{version\}/$1}"
 }
 
 # Runs "$@" (rustup, or one of its proxies cargo/rustc) and leaves no rustup home behind that it

@@ -73,8 +73,9 @@
 //     most the batch limit (none with UPCXX_EXTRA_NVSHMEM_COPY=unbatched);
 //   - UPC++ 2020.10: upcxx::copy has no remote_cx there (it does not compile), so no as_rpc and no
 //     remote-completion-only steps;
-//   - bounded waits (a FAIL line, never a hang), RESULT lines, exit status 1 on a failure and 77
-//     without a GPU.
+//   - bounded waits (a FAIL line, never a hang), check.hpp's CHECK lines (UPC++'s assert()s as
+//     REQUIRE: evaluated in every build), a RESULT line, exit status 1 on a failure and 77 without
+//     a GPU.
 //
 //   upcxx-run -n 2 ./copy_cover_test [iters=2] [bufsz=262144]     (UPC++'s defaults: 10, 1 MiB)
 // 3 ranks or more add UPC++'s three-party cases. 2 ranks on one GPU: about 15 000 copies, seconds.
@@ -102,8 +103,9 @@ using upcxx::experimental::say;
 #else
 using upcxx::say;
 #endif
-#undef assert
-#define assert UPCXX_ASSERT_ALWAYS
+// UPC++'s util.hpp makes assert() UPCXX_ASSERT_ALWAYS; here its assert()s, UPCXX_ASSERTs and
+// UPCXX_ASSERT_ALWAYSs are REQUIRE (check.hpp): evaluated in every build (NDEBUG, UPC++'s opt
+// codemode), a FAIL line in the tests' format, counted, and the rank aborts as UPC++'s would.
 
 // remote_cx with upcxx::copy: not in 2020.10 (accepted by the signature, rejected in its body),
 // there in 2023.9 (and from 2021.3 on, as far as the releases here tell).
@@ -219,13 +221,14 @@ struct DeviceState {
             if (allocsz > align) {  // more than one page gets a full page
                 allocsz = align * ((allocsz + align - 1) / align);
             }
-            UPCXX_ASSERT(!gpu[dev] && !seg[dev]);
+            REQUIRE(!gpu[dev] && !seg[dev], "DeviceState::create: device %u made once", dev);
             gpu[dev] = new Device(dev_id);
             // Two pages of slack per allocation: the segment allocator's own alignment and bookkeeping.
             seg[dev] = new device_allocator<Device>(*gpu[dev], (allocsz + 2 * align) * allocs_per_heap);
             for (unsigned i = 0; i < allocs_per_heap; i++) {
                 dev_ptrs[dev][i] = seg[dev]->template allocate<val_t>(allocelems);
-                assert(dev_ptrs[dev][i]);
+                REQUIRE(dev_ptrs[dev][i], "device_allocator::allocate of %zu elements (device %u, buffer %u)",
+                        allocelems, dev, i);
                 int rank = (me + i) % ranks;
                 dist_object<any_ptr> dobj(dev_ptrs[dev][i]);
                 any_ptr gp = dobj.fetch(rank).wait();
@@ -236,7 +239,7 @@ struct DeviceState {
     }
     void destroy() {
         for (unsigned dev = 0; dev < UPCXX_DEVICE_HEAPS; dev++) {
-            UPCXX_ASSERT(gpu[dev] && seg[dev]);
+            REQUIRE(gpu[dev] && seg[dev], "DeviceState::destroy: device %u was made", dev);
             for (unsigned i = 0; i < allocs_per_heap; i++) {
                 seg[dev]->deallocate(dev_ptrs[dev][i]);
                 dev_ptrs[dev][i] = nullptr;
@@ -280,8 +283,7 @@ template <class Fut>
 static void wait_or_die(const Fut &f, const char *what) {
     if (copy_test::wait_for(f, 120)) return;
     say() << "ERROR: " << what << " not complete after 120 s";
-    std::printf("RESULT copy_cover_test FAIL (rank %d): %s never completed\n", rank_me(), what);
-    std::fflush(stdout);
+    copy_test::check("wait", false, "%s never completed (120 s)", what);
     std::_Exit(1);
 }
 
@@ -293,24 +295,24 @@ static int g_desc = 0;         // the copy being issued: form * 100 + origin of 
 static uint64_t rc_wrong_rank = 0;
 static uint64_t rc_bad_args = 0;  // remote completions whose std::string / std::vector arguments arrived wrong
 #if COPY_HAS_REMOTE_CX
-// UPC++'s check, counted instead of aborting so that the run goes on and says which copies.
+// UPC++'s check of the target rank, counted instead of aborting so that the run goes on and says
+// which copies (the first 8 as FAIL lines, each counted; all of them in errs, the "values" check).
 static void rc_at(int rank, int desc) {
     if (rank != upcxx::rank_me() && rc_wrong_rank++ < 8)
-        std::printf(
-            "RESULT copy_cover_test.remote_cx_rank FAIL (rank %d): a remote completion for rank %d ran here "
-            "(form %d, origins A %d B %d)\n",
-            upcxx::rank_me(), rank, desc / 100, desc / 10 % 10, desc % 10);
-    UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
+        copy_test::check("remote_cx_rank", false,
+                         "a remote completion for rank %d ran here (form %d, origins A %d B %d)", rank, desc / 100,
+                         desc / 10 % 10, desc % 10);
+    REQUIRE(&upcxx::current_persona() == &upcxx::master_persona(), "a remote completion on the master persona");
 #if UPCXX_SPEC_VERSION >= 20201000
-    UPCXX_ASSERT_ALWAYS(upcxx::in_progress());
+    REQUIRE(upcxx::in_progress(), "a remote completion inside progress");
 #endif
     rc_count++;
 }
 static void rc(int rank) {
-    UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
+    REQUIRE(&upcxx::current_persona() == &upcxx::master_persona(), "a remote completion on the master persona");
     if (rank != upcxx::rank_me()) return rc_at(rank, g_desc);
 #if UPCXX_SPEC_VERSION >= 20201000
-    UPCXX_ASSERT_ALWAYS(upcxx::in_progress());
+    REQUIRE(upcxx::in_progress(), "a remote completion inside progress");
 #endif
     rc_count++;
 }
@@ -329,10 +331,8 @@ static auto with_rc(C &&c, int rank) {
                [](int r, int desc, const std::string &s, const std::vector<int> &v) {
                    if (s != "hello, " + std::to_string(desc) || v != std::vector<int>{1, 2, 3, desc}) {
                        if (rc_bad_args++ < 8)
-                           std::printf(
-                               "RESULT copy_cover_test.remote_cx_args FAIL (rank %d): "
-                               "as_rpc received \"%s\" and %zu ints (desc %d)\n",
-                               upcxx::rank_me(), s.c_str(), v.size(), desc);
+                           copy_test::check("remote_cx_args", false, "as_rpc received \"%s\" and %zu ints (desc %d)",
+                                            s.c_str(), v.size(), desc);
                    }
                    rc_at(r, desc);
                },
@@ -449,7 +449,7 @@ static std::pair<future<>, future<>> issue(int form, S src, D dst, std::size_t n
         }
 #endif
         default:
-            UPCXX_ASSERT_ALWAYS(false, "bad form");
+            REQUIRE(false, "issue(): form %d", form);
     }
     return {of, sf};
 }
@@ -549,7 +549,7 @@ int main(int argc, char *argv[]) {
         nvshmem_heap heap;
         g_heap = &heap;
         auto add_block = [&](char *sym) {
-            assert(sym);
+            REQUIRE(sym, "nvshmem_malloc of a block of %u buffers of %zu bytes", allocs_per_heap, allocsz);
             for (unsigned i = 0; i < allocs_per_heap; i++) {
                 int pe = (me + i) % ranks;  // PE == rank: NVSHMEM was bootstrapped from upcxx::world()
                 val_t *obj = reinterpret_cast<val_t *>(sym + i * allocsz);
@@ -559,10 +559,10 @@ int main(int argc, char *argv[]) {
         add_block(blocks[0]);
         const size_t extent0 = heap.extent();
         void *spacer = nvshmem_malloc(size_t(512) << 20);
-        assert(spacer);
+        REQUIRE(spacer, "nvshmem_malloc of 512 MiB");
         for (unsigned h = 1; h < heaps_per_kind; h++) {
             blocks[h] = static_cast<char *>(nvshmem_malloc(allocs_per_heap * allocsz));
-            assert(blocks[h]);
+            REQUIRE(blocks[h], "nvshmem_malloc of block %u", h);
         }
         const size_t extent1 = heap.update();
         for (unsigned h = 1; h < heaps_per_kind; h++) add_block(blocks[h]);
@@ -598,7 +598,9 @@ int main(int argc, char *argv[]) {
             upcxx::barrier();
             for (int A = 0; A < bufcnt; A++) {
                 for (size_t i = 0; i < bufelems; i++) {
-                    if (A > 0) UPCXX_ASSERT_ALWAYS(lp_tmp[i] == VAL(me, A - 1, i));
+                    if (A > 0)
+                        REQUIRE(lp_tmp[i] == VAL(me, A - 1, i), "sanity: the source of copy %d unchanged (i=%zu)",
+                                A - 1, i);
                     lp_tmp[i] = VAL(me, A, i);
                 }
                 any_ptr buf = bufs[A].gp;
@@ -856,7 +858,7 @@ int main(int argc, char *argv[]) {
             }  // bufelems
         }  // round
 
-        UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
+        REQUIRE(&upcxx::current_persona() == &upcxx::master_persona(), "back on the master persona after the rounds");
         upcxx::barrier();
 
         copy_test::check("values", errs == 0,
@@ -907,7 +909,7 @@ int main(int argc, char *argv[]) {
         nvshmem_free(spacer);
     }
 
-    UPCXX_ASSERT_ALWAYS(&upcxx::current_persona() == &upcxx::master_persona());
+    REQUIRE(&upcxx::current_persona() == &upcxx::master_persona(), "on the master persona at the end");
     nvshmem_finalize();
     const int rc_exit = copy_test::finish();
     if (!rank_me()) say("") << "Test result: " << (rc_exit ? "ERROR" : "SUCCESS");

@@ -1,22 +1,19 @@
-// Shared by the GPU tests of nvshmem_heap::copy (copy_cover_test.cpp, copy_semantics_test.cpp).
-// Standalone (it does not include gpu_test_util.hpp): everything is in namespace copy_test.
+// Shared by the GPU tests of nvshmem_heap::copy (copy_cover_test.cpp, copy_semantics_test.cpp,
+// copy_finalize_test.cpp; tests/multinode). Over gpu_test_util.hpp (check.hpp, NVSHMEM, byte
+// patterns), whose helpers it names in namespace copy_test too; everything here is in copy_test.
 //
-//   - one RESULT line per check:  "RESULT <program>.<check> PASS|FAIL (rank r): detail", and at
-//     the end "RESULT <program> PASS|FAIL" (every rank's failures summed); exit status 1 on any
-//     failure, 77 (SKIPPED, with the reason) where the program cannot run (no GPU, one rank);
+//   - one line per check, check.hpp's: "CHECK rank R PASS|FAIL: <program>.<check>: detail"
+//     (copy_test::check; a failure counted with CHECK's), "CHECK rank R SKIPPED: ..." for a check
+//     group that cannot run here, and at the end "RESULT <program> PASS|FAIL" (every rank's
+//     failures summed, check.hpp's finish); exit status 1 on any failure, 77 (SKIPPED, with the
+//     reason) where the program cannot run (no GPU, one rank);
 //   - bounded waits: wait_for() / progress_until() give up after a deadline (a FAIL, never a hang),
 //     and a watchdog (alarm) ends a rank that is stuck anyway (UXN_TEST_TIMEOUT seconds, 300 by
 //     default) with a FAIL line and exit status 124;
-//   - NVSHMEM bootstrapped from UPC++ by a unique id that UPC++ broadcasts (after upcxx::init()
-//     and cudaSetDevice: the smp conduit forks the ranks in upcxx::init(), and a CUDA context made
-//     before a fork is unusable in the children);
-//   - byte patterns written to and counted back from device memory.
+//   - NVSHMEM bootstrapped from UPC++ (gpu_test_util.hpp: after upcxx::init() and cudaSetDevice);
+//   - byte patterns written to and counted back from device memory (gpu_test_util.hpp).
 #ifndef UXN_COPY_TEST_UTIL_HPP
 #define UXN_COPY_TEST_UTIL_HPP
-
-#include <cuda_runtime.h>
-#include <nvshmem.h>
-#include <nvshmemx.h>
 
 #include <chrono>
 #include <csignal>
@@ -26,54 +23,39 @@
 #include <cstring>
 #include <string>
 #include <unistd.h>
-#include <vector>
 
-#include <upcxx/upcxx.hpp>
-#include "upcxx_extra/nvshmem.hpp"
-#include "check.hpp"
-// Linked with NVSHMEM's device library (build-upcxx-program.sh: nvcc -rdc) and ended with NVSHMEM's own
-// nvshmem_finalize(): nvshmem_init() initialises NVSHMEM through that library.
-#include "upcxx_extra/nvshmem/device_library.hpp"
+#include "gpu_test_util.hpp"
 
 namespace copy_test {
 
-// NVSHMEM 3.8 declares a global variable ::nvshmem_error: name the exception type qualified.
-using heap_error = upcxx::extra::nvshmem_error;
+// gpu_test_util.hpp's helpers, named here too (copy_test::fill, ...).
+using gpu_test::count_not;
+using gpu_test::count_wrong;
+using gpu_test::fill;
+using gpu_test::heap_error;
+using gpu_test::host_pattern;
+using gpu_test::nvshmem_init_from_upcxx;
+using gpu_test::pattern;
+using uxn_check::failures;  // one failure count per process, shared with CHECK (check.hpp)
 
 inline const char *&program() {
     static const char *p = "copy_test";
     return p;
 }
-using uxn_check::failures;     // one failure count per process, shared with CHECK (check.hpp)
-inline bool &quiet_passes() {  // true: only failing checks print (loops of many checks)
-    static bool q = false;
-    return q;
-}
 
-/// One check: a RESULT line (always for a failure), counted.
-inline bool vcheck(const char *name, bool ok, const char *fmt, va_list ap) {
-    if (!ok) failures()++;
-    if (ok && quiet_passes()) return ok;
-    char buf[1024];
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
-    std::printf("RESULT %s.%s %s (rank %d): %s\n", program(), name, ok ? "PASS" : "FAIL",
-                upcxx::initialized() ? upcxx::rank_me() : -1, buf);
-    std::fflush(stdout);
-    return ok;
-}
+/// One named check: check.hpp's line, "<program>.<name>: " before the detail; a failure counted.
 inline bool check(const char *name, bool ok, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 inline bool check(const char *name, bool ok, const char *fmt, ...) {
+    char full[256];
+    std::snprintf(full, sizeof full, "%s.%s", program(), name);
     va_list ap;
     va_start(ap, fmt);
-    vcheck(name, ok, fmt, ap);
+    uxn_check::vcheck(ok, full, fmt, ap);
     va_end(ap);
     return ok;
 }
-/// A check group that cannot run here: printed, not counted as a failure.
-inline void skip(const char *name, const char *why) {
-    std::printf("RESULT %s.%s SKIPPED (rank %d): %s\n", program(), name, upcxx::rank_me(), why);
-    std::fflush(stdout);
-}
+/// A check group that cannot run here: printed (SKIPPED), not counted as a failure.
+inline void skip(const char *name, const char *why) { uxn_check::skipped("%s.%s: %s", program(), name, why); }
 
 inline double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -112,9 +94,9 @@ inline void start_watchdog(unsigned seconds = 0) {
         const char *e = std::getenv("UXN_TEST_TIMEOUT");
         seconds = e ? static_cast<unsigned>(std::strtoul(e, nullptr, 10)) : 300;
     }
-    static char msg[256];
-    std::snprintf(msg, sizeof msg, "RESULT %s FAIL (rank %d): watchdog: still running after %u s (a hang)\n", program(),
-                  upcxx::initialized() ? upcxx::rank_me() : -1, seconds);
+    static char msg[512];
+    uxn_check::format_line(msg, sizeof msg, "FAIL", nullptr, "%s.watchdog: still running after %u s (a hang)",
+                           program(), seconds);
     std::signal(SIGALRM, [](int) {
         ssize_t r = write(1, msg, std::strlen(msg));
         (void)r;
@@ -145,62 +127,24 @@ inline int visible_gpus() {
     return cudaGetDeviceCount(&ndev) == cudaSuccess ? ndev : 0;
 }
 
-/// NVSHMEM on upcxx::world(), by a unique id that UPC++ broadcasts. PE == world rank.
-inline void nvshmem_init_from_upcxx() { upcxx::extra::nvshmem_init(); }
-
-/// The sum of every rank's failures, a final RESULT line on rank 0, and the exit status (0 or 1).
-/// Collective; UPC++ must still be initialised.
+/// check.hpp's finish(): the sum of every rank's failures, a final RESULT line on rank 0 (with the
+/// UPC++ release, threadmode and codemode), and the exit status (0 or 1). Collective; UPC++ must
+/// still be initialised.
 inline int finish() {
-    const int total = upcxx::reduce_all(failures(), upcxx::op_fast_add).wait();
-    if (upcxx::rank_me() == 0)
-        std::printf("RESULT %s %s: %d failed checks (UPC++ %ld, %s, %s)\n", program(), total ? "FAIL" : "PASS", total,
-                    static_cast<long>(UPCXX_VERSION),
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "(UPC++ %ld, %s, %s)", static_cast<long>(UPCXX_VERSION),
 #if UPCXX_THREADMODE
-                    "par",
+                  "par",
 #else
-                    "seq",
+                  "seq",
 #endif
 #if UPCXX_CODEMODE  // defined (non-zero) for opt, undefined for debug
-                    "opt"
+                  "opt"
 #else
-                    "debug"
+                  "debug"
 #endif
-        );
-    std::fflush(stdout);
-    return total ? 1 : 0;
-}
-
-// ---- byte patterns ------------------------------------------------------------------------------
-
-inline unsigned char pattern(int who, std::size_t i, int salt) {
-    return static_cast<unsigned char>((who * 37 + salt * 11 + i * 7 + (i >> 9)) & 0xff);
-}
-inline std::vector<unsigned char> host_pattern(std::size_t n, int who, int salt) {
-    std::vector<unsigned char> h(n);
-    for (std::size_t i = 0; i < n; i++) h[i] = pattern(who, i, salt);
-    return h;
-}
-/// Device (or host) memory of this process := pattern(who, salt).
-inline bool fill(void *dev, std::size_t n, int who, int salt) {
-    std::vector<unsigned char> h = host_pattern(n, who, salt);
-    return cudaMemcpy(dev, h.data(), n, cudaMemcpyDefault) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
-}
-/// Bytes of [p, p+n) (device or host memory of this process) that differ from pattern(who, salt);
-/// n when they cannot be read.
-inline long count_wrong(const void *p, std::size_t n, int who, int salt) {
-    std::vector<unsigned char> h(n);
-    if (cudaMemcpy(h.data(), p, n, cudaMemcpyDefault) != cudaSuccess) return static_cast<long>(n);
-    long wrong = 0;
-    for (std::size_t i = 0; i < n; i++) wrong += h[i] != pattern(who, i, salt);
-    return wrong;
-}
-/// Bytes of [p, p+n) that differ from `value`.
-inline long count_not(const void *p, std::size_t n, unsigned char value) {
-    std::vector<unsigned char> h(n);
-    if (cudaMemcpy(h.data(), p, n, cudaMemcpyDefault) != cudaSuccess) return static_cast<long>(n);
-    long wrong = 0;
-    for (std::size_t i = 0; i < n; i++) wrong += h[i] != value;
-    return wrong;
+    );
+    return uxn_check::finish(program(), detail);
 }
 
 }  // namespace copy_test

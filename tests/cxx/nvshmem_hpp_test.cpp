@@ -27,6 +27,11 @@
 #include "upcxx_extra/nvshmem.hpp"
 #include "gpu_test_util.hpp"
 
+using gpu_test::count_wrong;
+using gpu_test::expect_error;
+using gpu_test::fill;
+using gpu_test::heap_error;
+using gpu_test::nvshmem_init_from_upcxx;
 using upcxx::extra::nvshmem_heap;
 
 template <class T>
