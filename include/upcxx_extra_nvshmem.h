@@ -91,7 +91,40 @@ typedef enum upcxx_extra_nvshmem_status_t {
    * A panic was caught at the C ABI boundary (a bug in this library; please report it).
    */
   UPCXX_EXTRA_NVSHMEM_STATUS_PANIC = 14,
+  /**
+   * This process is a fork() child of the one that made the object (a copy engine): CUDA
+   * does not survive fork(), so nothing was done.
+   */
+  UPCXX_EXTRA_NVSHMEM_STATUS_FORKED = 15,
+  /**
+   * The stream is being captured into a CUDA graph (or the driver cannot say): a completion
+   * cannot follow work that runs only when the graph is launched.
+   */
+  UPCXX_EXTRA_NVSHMEM_STATUS_STREAM_CAPTURE = 16,
+  /**
+   * The copy engine is closed (draining or drained): nothing was issued.
+   */
+  UPCXX_EXTRA_NVSHMEM_STATUS_ENGINE_CLOSED = 17,
 } upcxx_extra_nvshmem_status_t;
+
+/**
+ * How `upcxx_extra_nvshmem_engine_complete` settled a ticket.
+ */
+typedef enum upcxx_extra_nvshmem_engine_settled_t {
+  /**
+   * The copy landed (a wait: the stream's work is done).
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_LANDED = 0,
+  /**
+   * The copy failed and the engine is open: redo it another way (the C++ layer redoes it
+   * through `upcxx::copy`); the failure is kept for `engine_take_error`.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REDO = 1,
+  /**
+   * It failed and is only reported: a wait, or the engine is closed.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT = 2,
+} upcxx_extra_nvshmem_engine_settled_t;
 
 /**
  * Where a heap came from: the resolution step that found it, or MANUAL (provenance; the C
@@ -129,6 +162,95 @@ typedef enum upcxx_extra_nvshmem_copy_batch_t {
    */
   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX = 128,
 } upcxx_extra_nvshmem_copy_batch_t;
+
+/**
+ * The flags of an engine copy (`upcxx_extra_nvshmem_engine_copy_t::flags`), or-ed.
+ */
+typedef enum upcxx_extra_nvshmem_engine_flag_t {
+  /**
+   * Both ends are device memory (the engine's device or a peer's heap): a copy of at most the
+   * batch size (`engine_batch_bytes`) joins the batch.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS = 1,
+  /**
+   * Ordered after the work queued on `stream` before the call (the engine's stream waits for
+   * an event recorded there, on the GPU).
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_AFTER_STREAM = 2,
+  /**
+   * In `stream`'s order: after its earlier work, and its later work waits for the copy (on
+   * `stream` itself when `stream` belongs to the engine's device). Not with AFTER_STREAM.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_ON_STREAM = 4,
+  /**
+   * Testing: the copy is not issued, and its ticket reports `CUDA_ERROR_UNKNOWN` (999) when it
+   * lands (a stand-in for an asynchronous CUDA failure, which a GPU cannot be made to give).
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE = 8,
+} upcxx_extra_nvshmem_engine_flag_t;
+
+/**
+ * A copy engine (opaque): made by `upcxx_extra_nvshmem_engine_new`, released by
+ * `upcxx_extra_nvshmem_engine_free`.
+ */
+typedef struct upcxx_extra_nvshmem_engine_t upcxx_extra_nvshmem_engine_t;
+
+/**
+ * A resolution step (what can be selected; `Option<Step>`'s None = every step in order).
+ */
+typedef struct Step Step;
+
+/**
+ * One variable: its name, who reads it, and what it does (the values it accepts, its default,
+ * what a bad value does).
+ */
+typedef struct Var Var;
+
+/**
+ * One copy for `upcxx_extra_nvshmem_engine_copy`.
+ */
+typedef struct upcxx_extra_nvshmem_engine_copy_t {
+  /**
+   * First byte written.
+   */
+  void *dst;
+  /**
+   * First byte read.
+   */
+  const void *src;
+  /**
+   * Bytes copied (0: nothing, the ticket lands with the copies before it).
+   */
+  size_t bytes;
+  /**
+   * The ranks (or PEs) of the two ends, named in error messages only (-1: unknown).
+   */
+  int src_rank;
+  int dst_rank;
+  /**
+   * `upcxx_extra_nvshmem_engine_flag_t` values, or-ed.
+   */
+  uint32_t flags;
+  /**
+   * The caller's `cudaStream_t` / `CUstream` for AFTER_STREAM and ON_STREAM (NULL: the legacy
+   * default stream); ignored otherwise.
+   */
+  void *stream;
+} upcxx_extra_nvshmem_engine_copy_t;
+
+/**
+ * The copy counts of an engine.
+ */
+typedef struct upcxx_extra_nvshmem_engine_counts_t {
+  /**
+   * Copies issued (batched or not).
+   */
+  size_t fast;
+  /**
+   * Of `fast`, those a batch's kernel launch moved.
+   */
+  size_t batched;
+} upcxx_extra_nvshmem_engine_counts_t;
 
 /**
  * A description of the local symmetric heap.
@@ -338,6 +460,216 @@ typedef struct upcxx_extra_nvshmem_copy_desc_t {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * A copy engine for copies on CUDA device `device`, batching copies of up to `batch_bytes`
+ * (0: none). Makes no CUDA object until the first copy (then a non-blocking stream of
+ * `device`, in its primary context: the CUDA runtime's). The knobs of the C++ layer
+ * (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, docs/copy.md) are read there, not here.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`out`); INVALID_ARGUMENT (`device` negative). Thread safety: any
+ * thread; the engine may be used from any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_new(int device,
+                                                                 size_t batch_bytes,
+                                                                 struct upcxx_extra_nvshmem_engine_t **out);
+
+/**
+ * Closes the engine, waits until every copy issued has landed, releases its stream and events,
+ * and frees it (`engine_drain`, then the handle). In a fork() child of the process that made
+ * it, only forgets it (the parent's CUDA objects are not the child's). NULL is ignored.
+ * Thread safety: no other call on this engine may run or follow.
+ */
+void upcxx_extra_nvshmem_engine_free(struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * Issues one copy; `*ticket` names it for `engine_poll` and `engine_complete`. Nothing waits:
+ * the copy runs on the engine's stream (or the caller's, ON_STREAM) after the copies before it.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `copy`, `ticket`, or an end of a copy of > 0 bytes);
+ * INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM); CUDA_ERROR (the driver refused the copy:
+ * nothing was copied; the last error names the bytes, the ranks and the driver's error);
+ * STREAM_CAPTURE (ON_STREAM on a stream being captured); ENGINE_CLOSED; FORKED. On an error
+ * there is no ticket. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_copy(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                  const struct upcxx_extra_nvshmem_engine_copy_t *copy,
+                                                                  uint64_t *ticket);
+
+/**
+ * A ticket that lands once the work queued on `stream` (a `cudaStream_t` / `CUstream`; NULL: the
+ * legacy default stream) before the call is done: an event recorded there, in the calling
+ * thread's context, else in that of the stream's device. Its error, if any, is reported by
+ * `engine_complete` (REPORT), never redone.
+ *
+ * Statuses: OK; NULL_ARGUMENT; STREAM_CAPTURE; CUDA_ERROR (no event could be recorded on the
+ * stream); ENGINE_CLOSED; FORKED. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_after(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                   void *stream,
+                                                                   uint64_t *ticket);
+
+/**
+ * Puts the batch on the stream now (one kernel launch). Polls and the next unbatched copy do it
+ * too. Statuses: OK; NULL_ARGUMENT; FORKED. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_flush(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * How ticket `ticket` ended: `*result` is 0 (`CUDA_SUCCESS`: the bytes landed), 600
+ * (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999 for an unknown ticket).
+ * Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
+ * caller's slot for this ticket, 0 at first (NULL: none): the polls of many tickets run back to
+ * back ask the GPU once per round instead of once per ticket. Never blocks.
+ *
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `result`). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_poll(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                  uint64_t ticket,
+                                                                  uint64_t *asked,
+                                                                  int *result);
+
+/**
+ * Settles ticket `ticket`, whose poll gave `result` (once per ticket; after it the ticket is
+ * unknown). `*settled`: LANDED, REDO (failed, the engine is open: redo the copy another way) or
+ * REPORT (failed; a wait, or the engine is closed). A failure's text (the first since the last
+ * `engine_take_error`) names `copy`'s bytes and ranks (NULL: none).
+ *
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `settled`). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_complete(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                      uint64_t ticket,
+                                                                      int result,
+                                                                      const struct upcxx_extra_nvshmem_engine_copy_t *copy,
+                                                                      enum upcxx_extra_nvshmem_engine_settled_t *settled);
+
+/**
+ * OK when no copy failed since the last call; otherwise CUDA_ERROR, with the first failure's
+ * text as the last error (the copy, its ranks, the driver's error, whether it is to be redone),
+ * and forgets it. A failed batch launch is reported here too (batching is then off).
+ * Statuses: OK; NULL_ARGUMENT; CUDA_ERROR. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_take_error(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * The host waits until every copy issued so far is over; their polls answer from here on.
+ * Statuses: OK; NULL_ARGUMENT; FORKED. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_wait_all(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * No copy is issued from here on (ENGINE_CLOSED), and a failure is no longer to be redone
+ * (REPORT). `engine_reopen` undoes it until `engine_drain`. Statuses: OK; NULL_ARGUMENT. Thread
+ * safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_close(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * Undoes `engine_close` (not after `engine_drain`). Statuses: OK; NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_reopen(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
+ * Closes the engine, waits until every copy issued has landed, and releases the stream and the
+ * events; polls still answer. `*unredone` (NULL: not asked): how many copies failed and were not
+ * redone. In a fork() child: only closes. Statuses: OK; NULL_ARGUMENT (`engine`). Thread safety:
+ * any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_drain(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                   uint64_t *unredone);
+
+/**
+ * The copy counts. Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_counts(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                    struct upcxx_extra_nvshmem_engine_counts_t *out);
+
+/**
+ * The largest copy batched from the next copy on (`*bytes`; 0: none, also once a batch launch
+ * failed, which turns batching off). Statuses: OK; NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_batch_bytes(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                         size_t *bytes);
+
+/**
+ * Batches copies of up to `bytes` from the next copy on (0: none). Statuses: OK; NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_set_batch_bytes(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                             size_t bytes);
+
+/**
+ * `*forked`: whether this process is a fork() child of the one that made the engine (then every
+ * call that needs CUDA returns FORKED). Statuses: OK; NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_forked(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                    bool *forked);
+
+/**
+ * A ticket for work done outside the engine (the C++ layer: an `upcxx::copy`) that streams may
+ * wait for (`engine_stream_wait_ticket`); `engine_ticket_done` when that work is over. Tickets
+ * are done in issue order (a later one done first waits for the earlier ones).
+ * Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_new(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                        uint32_t *ticket);
+
+/**
+ * The work of ticket `ticket` (`engine_ticket_new`) is over. Statuses: OK; NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_done(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                         uint32_t ticket);
+
+/**
+ * `*done`: whether ticket `ticket` is done (`ticket` 0: whether every ticket is). Statuses: OK;
+ * NULL_ARGUMENT.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_query(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                          uint32_t ticket,
+                                                                          bool *done);
+
+/**
+ * The work queued on `stream` after the call waits, on the GPU, until ticket `ticket` is done
+ * (`cuStreamWaitValue32` on a word of mapped host memory). Statuses: OK; NULL_ARGUMENT;
+ * CUDA_ERROR (the driver cannot enqueue that wait: wait on the host for `engine_ticket_query`
+ * instead); FORKED. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_stream_wait_ticket(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                                void *stream,
+                                                                                uint32_t ticket);
+
+/**
+ * OK when `stream` (a `cudaStream_t` / `CUstream`; NULL: the legacy default stream) is not being
+ * captured into a CUDA graph; STREAM_CAPTURE when it is, or when the driver cannot say (the
+ * legacy stream during another stream's global-mode capture). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_stream_check(void *stream);
+
+/**
+ * `*done`: whether the work queued on `stream` is over. Statuses: OK; NULL_ARGUMENT; CUDA_ERROR
+ * (the work failed, or the stream is not one of this process). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_stream_query(void *stream, bool *done);
+
+/**
+ * Waits for the work queued on `stream`. Statuses: OK; CUDA_ERROR (that work failed, or the
+ * stream is not one of this process). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_stream_synchronize(void *stream);
+
+/**
+ * `*count`: the CUDA devices this process sees; `*current`: the device of the CUDA context
+ * current on the calling thread, -1 when none is (either pointer may be NULL). Statuses: OK;
+ * CUDA_ERROR (no driver, or it fails). Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_cuda_devices(int *count, int *current);
+
+/**
+ * Makes `device`'s primary context (the CUDA runtime's for that device, created when needed)
+ * current on the calling thread: what `cudaSetDevice(device)` followed by a first runtime call
+ * does. Statuses: OK; CUDA_ERROR (the last error names the device and the driver's error).
+ * Thread safety: any thread (it changes the calling thread's context only).
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_cuda_use_device(int device);
 
 /**
  * Describes the local symmetric heap: the attached one (source MANUAL) or, otherwise, NVSHMEM's,

@@ -296,3 +296,261 @@ pub fn stream_wait_value32(device: i32, stream: usize, addr: usize, value: u32) 
         "cuStreamWaitValue32",
     )
 }
+
+// ---- The copy engine's calls (crate::engine::gpu). Each returns the driver's result as its
+// number (CUresult: 0 success, 600 not ready): the engine keeps outcomes as numbers and names
+// them only in messages (`result_name`). `ctx`: `Some(device)` runs the call in that device's
+// primary context (made current for the call when another is), `None` in the calling thread's
+// current context (device 0's primary context when the thread has none, as the CUDA runtime
+// does).
+
+/// A driver result's number.
+pub type Code = i32;
+/// `CUDA_ERROR_NOT_INITIALIZED`: what a call reports here when the driver is not loadable.
+pub const NOT_INITIALIZED: Code = sys::CUresult::CUDA_ERROR_NOT_INITIALIZED as Code;
+
+fn code(r: sys::CUresult) -> Code {
+    r as Code
+}
+
+/// "CUDA_ERROR_UNKNOWN: unknown error" for a result the driver returned (only those: a number
+/// that is not a value of the driver's enum must not reach it).
+#[allow(unsafe_code)]
+pub fn result_name(c: Code) -> String {
+    if !driver_available() {
+        return "CUDA_ERROR_NOT_INITIALIZED: the CUDA driver (libcuda.so) is not loadable in this process".into();
+    }
+    // SAFETY: `c` is a result the driver returned (the engine names no other): a value of the enum.
+    let r: sys::CUresult = unsafe { std::mem::transmute::<i32, sys::CUresult>(c) };
+    let (mut name, mut text): (*const std::ffi::c_char, *const std::ffi::c_char) = (std::ptr::null(), std::ptr::null());
+    // SAFETY: each writes a static string pointer or leaves it NULL.
+    unsafe {
+        let _ = sys::cuGetErrorName(r, &mut name);
+        let _ = sys::cuGetErrorString(r, &mut text);
+    }
+    let s = |p: *const std::ffi::c_char| {
+        // SAFETY: a static NUL-terminated string of the driver, or NULL.
+        if p.is_null() { None } else { Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()) }
+    };
+    match (s(name), s(text)) {
+        (Some(n), Some(t)) => format!("{n}: {t}"),
+        (Some(n), None) => n,
+        _ => format!("CUDA error {c}"),
+    }
+}
+
+/// Runs `f` in the context `ctx` names (see above).
+fn in_ctx<T>(ctx: Option<i32>, f: impl FnOnce() -> Result<T, Code>) -> Result<T, Code> {
+    if !driver_available() {
+        return Err(NOT_INITIALIZED);
+    }
+    match ctx {
+        Some(device) => {
+            let (_on, _) = OnDevice::enter(device).map_err(|_| code(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?;
+            f()
+        }
+        None => {
+            let has = has_current_context().unwrap_or(false);
+            let _on = if has { None } else { Some(OnDevice::enter(0).map_err(|_| code(sys::CUresult::CUDA_ERROR_INVALID_CONTEXT))?.0) };
+            f()
+        }
+    }
+}
+
+fn ok(r: sys::CUresult) -> Result<(), Code> {
+    if r == sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err(code(r)) }
+}
+
+/// A non-blocking stream of `device`.
+#[allow(unsafe_code)]
+pub fn stream_create(device: i32) -> Result<usize, Code> {
+    in_ctx(Some(device), || {
+        let mut s: sys::CUstream = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        ok(unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as std::ffi::c_uint) })?;
+        Ok(s as usize)
+    })
+}
+
+/// Destroys a stream this process made (the driver releases it once its work is done).
+#[allow(unsafe_code)]
+pub fn stream_destroy(device: i32, s: usize) {
+    let _ = in_ctx(Some(device), || {
+        // SAFETY: a stream this process created and has not destroyed.
+        ok(unsafe { sys::cuStreamDestroy_v2(s as sys::CUstream) })
+    });
+}
+
+/// An event without timing.
+#[allow(unsafe_code)]
+pub fn event_create(ctx: Option<i32>) -> Result<usize, Code> {
+    in_ctx(ctx, || {
+        let mut e: sys::CUevent = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        ok(unsafe { sys::cuEventCreate(&mut e, sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as std::ffi::c_uint) })?;
+        Ok(e as usize)
+    })
+}
+
+/// Destroys an event this process made (the driver releases it once what waits on it is done).
+#[allow(unsafe_code)]
+pub fn event_destroy(e: usize) {
+    if driver_available() {
+        // SAFETY: an event this process created and has not destroyed.
+        let _ = unsafe { sys::cuEventDestroy_v2(e as sys::CUevent) };
+    }
+}
+
+/// Records `e` on `s`.
+#[allow(unsafe_code)]
+pub fn event_record(e: usize, s: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: an event of this process; the driver checks the stream handle.
+    in_ctx(ctx, || ok(unsafe { sys::cuEventRecord(e as sys::CUevent, s as sys::CUstream) }))
+}
+
+/// `Ok` once the work before `e` is done, `Err(NOT_READY)` before, or the error it reports.
+#[allow(unsafe_code)]
+pub fn event_query(e: usize) -> Result<(), Code> {
+    if !driver_available() {
+        return Err(NOT_INITIALIZED);
+    }
+    // SAFETY: an event of this process.
+    ok(unsafe { sys::cuEventQuery(e as sys::CUevent) })
+}
+
+/// Waits for the work before `e`.
+#[allow(unsafe_code)]
+pub fn event_synchronize(e: usize) -> Result<(), Code> {
+    if !driver_available() {
+        return Err(NOT_INITIALIZED);
+    }
+    // SAFETY: an event of this process.
+    ok(unsafe { sys::cuEventSynchronize(e as sys::CUevent) })
+}
+
+/// Waits for the work queued on `s`.
+#[allow(unsafe_code)]
+pub fn stream_synchronize(s: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: the driver checks the stream handle.
+    in_ctx(ctx, || ok(unsafe { sys::cuStreamSynchronize(s as sys::CUstream) }))
+}
+
+/// `Ok` when the work queued on `s` is done, `Err(NOT_READY)` before, or its error.
+#[allow(unsafe_code)]
+pub fn stream_query(s: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: the driver checks the stream handle.
+    in_ctx(ctx, || ok(unsafe { sys::cuStreamQuery(s as sys::CUstream) }))
+}
+
+/// The work queued on `s` from now on waits for `e`.
+#[allow(unsafe_code)]
+pub fn stream_wait_event(s: usize, e: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: an event of this process; the driver checks the stream handle.
+    in_ctx(ctx, || ok(unsafe { sys::cuStreamWaitEvent(s as sys::CUstream, e as sys::CUevent, 0) }))
+}
+
+/// Enqueues a copy of `bytes` from `src` to `dst` (any memory the driver reaches: unified
+/// addressing) on `s`.
+#[allow(unsafe_code)]
+pub fn memcpy_async(dst: usize, src: usize, bytes: usize, s: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: the caller names memory it owns; the driver checks the addresses it can.
+    in_ctx(ctx, || ok(unsafe { sys::cuMemcpyAsync(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, bytes, s as sys::CUstream) }))
+}
+
+/// The device a stream belongs to (0, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`: the calling
+/// thread's current context's), or -1 when the driver cannot say.
+#[allow(unsafe_code)]
+pub fn stream_device(s: usize) -> i32 {
+    in_ctx(None, || {
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle; the driver checks the stream handle.
+        ok(unsafe { sys::cuStreamGetCtx(s as sys::CUstream, &mut ctx) })?;
+        // SAFETY: a context of this process, made current for the query and popped after.
+        ok(unsafe { sys::cuCtxPushCurrent_v2(ctx) })?;
+        let mut dev: sys::CUdevice = -1;
+        // SAFETY: writes one int.
+        let r = unsafe { sys::cuCtxGetDevice(&mut dev) };
+        let mut popped: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: pops the context pushed above.
+        let _ = unsafe { sys::cuCtxPopCurrent_v2(&mut popped) };
+        ok(r)?;
+        Ok(dev)
+    })
+    .unwrap_or(-1)
+}
+
+/// Whether `s` is being captured into a graph: `Ok(None)` no, `Ok(Some(invalidated))` yes, or
+/// the error of the query (the legacy stream during another stream's global capture).
+#[allow(unsafe_code)]
+pub fn stream_capturing(s: usize) -> Result<Option<bool>, Code> {
+    in_ctx(None, || {
+        let mut st = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: writes one enum; the driver checks the stream handle.
+        ok(unsafe { sys::cuStreamIsCapturing(s as sys::CUstream, &mut st) })?;
+        Ok(match st {
+            sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE => None,
+            sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE => Some(false),
+            _ => Some(true),
+        })
+    })
+}
+
+/// The number of CUDA devices.
+#[allow(unsafe_code)]
+pub fn device_count() -> Result<i32, Code> {
+    if !driver_available() {
+        return Err(NOT_INITIALIZED);
+    }
+    // SAFETY: initialising the driver twice is harmless.
+    ok(unsafe { sys::cuInit(0) })?;
+    let mut n = 0;
+    // SAFETY: writes one int.
+    ok(unsafe { sys::cuDeviceGetCount(&mut n) })?;
+    Ok(n)
+}
+
+/// The device of the context current on this thread, if any.
+#[allow(unsafe_code)]
+pub fn current_device() -> Option<i32> {
+    if !has_current_context().unwrap_or(false) {
+        return None;
+    }
+    let mut dev: sys::CUdevice = -1;
+    // SAFETY: writes one int.
+    (unsafe { sys::cuCtxGetDevice(&mut dev) } == sys::CUresult::CUDA_SUCCESS && dev >= 0).then_some(dev)
+}
+
+/// Makes `device`'s primary context (the CUDA runtime's for that device) current on this thread,
+/// creating it when needed: what `cudaSetDevice(device); cudaFree(0)` does.
+#[allow(unsafe_code)]
+pub fn use_device(device: i32) -> Result<(), Code> {
+    if !driver_available() {
+        return Err(NOT_INITIALIZED);
+    }
+    // SAFETY: initialising the driver twice is harmless.
+    ok(unsafe { sys::cuInit(0) })?;
+    let mut cu_dev: sys::CUdevice = 0;
+    // SAFETY: writes one int.
+    ok(unsafe { sys::cuDeviceGet(&mut cu_dev, device) })?;
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: writes one handle; the primary context stays retained for the process.
+    ok(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) })?;
+    // SAFETY: a context this process retained.
+    ok(unsafe { sys::cuCtxSetCurrent(ctx) })
+}
+
+/// A 64-byte block of host memory mapped for every device: (host address, device address). Kept
+/// for the life of the process.
+#[allow(unsafe_code)]
+pub fn mapped_host_word(device: i32) -> Result<(usize, usize), Code> {
+    in_ctx(Some(device), || {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: writes one pointer.
+        ok(unsafe { sys::cuMemHostAlloc(&mut p, 64, flags) })?;
+        let mut d: sys::CUdeviceptr = 0;
+        // SAFETY: `p` is mapped host memory of this process.
+        ok(unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p, 0) })?;
+        Ok((p as usize, d as usize))
+    })
+}

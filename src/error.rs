@@ -49,11 +49,19 @@ pub enum Status {
     BufferTooSmall = 13,
     /// A panic was caught at the C ABI boundary (a bug in this library; please report it).
     Panic = 14,
+    /// This process is a fork() child of the one that made the object (a copy engine): CUDA
+    /// does not survive fork(), so nothing was done.
+    Forked = 15,
+    /// The stream is being captured into a CUDA graph (or the driver cannot say): a completion
+    /// cannot follow work that runs only when the graph is launched.
+    StreamCapture = 16,
+    /// The copy engine is closed (draining or drained): nothing was issued.
+    EngineClosed = 17,
 }
 
 impl Status {
     /// Every status, in numeric order (`ALL[s as usize] == s`).
-    pub const ALL: [Status; 15] = [
+    pub const ALL: [Status; 18] = [
         Status::Ok,
         Status::NullArgument,
         Status::NotLoaded,
@@ -69,6 +77,9 @@ impl Status {
         Status::CudaError,
         Status::BufferTooSmall,
         Status::Panic,
+        Status::Forked,
+        Status::StreamCapture,
+        Status::EngineClosed,
     ];
 
     /// The one table of the statuses' texts: the name as the header spells it (without its
@@ -90,6 +101,9 @@ impl Status {
             Status::CudaError => ("CUDA_ERROR", c"a CUDA driver call failed"),
             Status::BufferTooSmall => ("BUFFER_TOO_SMALL", c"output buffer too small"),
             Status::Panic => ("PANIC", c"internal error: a panic was caught at the C ABI boundary"),
+            Status::Forked => ("FORKED", c"this process is a fork() child of the one that made the object"),
+            Status::StreamCapture => ("STREAM_CAPTURE", c"the stream is being captured into a CUDA graph"),
+            Status::EngineClosed => ("ENGINE_CLOSED", c"the copy engine is closed"),
         }
     }
 
@@ -118,17 +132,17 @@ mod table_tests {
         for (i, s) in Status::ALL.iter().enumerate() {
             assert_eq!(*s as usize, i, "{} is at position {i} of ALL", s.name());
         }
-        assert_eq!(Status::ALL.len(), Status::Panic as usize + 1);
+        assert_eq!(Status::ALL.len(), Status::EngineClosed as usize + 1);
         let names: std::collections::HashSet<_> = Status::ALL.iter().map(|s| s.name()).collect();
         let descriptions: std::collections::HashSet<_> = Status::ALL.iter().map(|s| s.description()).collect();
-        assert_eq!((names.len(), descriptions.len()), (15, 15), "names and descriptions are distinct");
+        assert_eq!((names.len(), descriptions.len()), (18, 18), "names and descriptions are distinct");
     }
 
     #[test]
     fn names_are_the_headers() {
         assert_eq!(Status::NullArgument.name(), "NULL_ARGUMENT");
         assert_eq!(Status::from_u32(14), Some(Status::Panic));
-        assert_eq!(Status::from_u32(15), None);
+        assert_eq!(Status::from_u32(18), None);
         let header = include_str!("../include/upcxx_extra_nvshmem.h");
         for s in Status::ALL {
             let line = format!("UPCXX_EXTRA_NVSHMEM_STATUS_{} = {},", s.name(), s as u32);

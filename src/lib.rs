@@ -16,10 +16,11 @@
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
 // Layers, bottom to top (tests/build_layers.rs checks that no `crate::` path points upward):
-// error, env; panic, logger, heap, cuda; nvshmem; table; doctor; abi.
+// error, env; panic, logger, heap, cuda; nvshmem; table; engine; doctor; abi.
 pub mod abi;
 mod cuda;
 mod doctor;
+mod engine;
 mod env;
 mod error;
 mod heap;

@@ -55,6 +55,12 @@ impl Boundary for Status {
     }
 }
 
+impl Boundary for () {
+    fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
+        record_panic(name, payload);
+    }
+}
+
 impl Boundary for *const c_char {
     fn panicked(name: &'static str, payload: Box<dyn std::any::Any + Send>) -> Self {
         record_panic(name, payload).description().as_ptr()
@@ -83,6 +89,11 @@ impl Body<Status> for Result<()> {
             Err(e) => record_error(name, e),
         }
     }
+}
+
+impl Body<()> for () {
+    #[inline(always)]
+    fn finish(self, _: &'static str) {}
 }
 
 impl Body<*const c_char> for *const c_char {

@@ -19,6 +19,8 @@ const LAYERS: &[&[&str]] = &[
     &["nvshmem"],
     // The translation table and what is published there.
     &["table"],
+    // The copy engine (its protocol, and the CUDA driver as its GPU).
+    &["engine"],
     // The doctor's engine.
     &["doctor"],
     // The C ABI: marshalling only.

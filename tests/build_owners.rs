@@ -163,3 +163,52 @@ fn the_scan_catches_a_planted_violation() {
     )];
     assert_eq!(violations(&fine), Vec::<String>::new());
 }
+
+/// The CUDA calls of `text` (C++): `cudaXxx(` and `cuXxx(` outside comments and strings.
+fn cuda_calls(text: &str) -> Vec<String> {
+    let code = code_only(text);
+    let mut calls = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        let b = line.as_bytes();
+        for i in 0..b.len() {
+            let starts = (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) && line[i..].starts_with("cu");
+            if !starts {
+                continue;
+            }
+            let rest = line[i + 2..].strip_prefix("da").unwrap_or(&line[i + 2..]);
+            let name_len = rest.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
+            if rest.as_bytes().first().is_some_and(|c| c.is_ascii_uppercase()) && rest[name_len..].trim_start().starts_with('(') {
+                calls.push(format!("{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    calls
+}
+
+/// The C++ layer routes copies and delivers UPC++ completions: it calls no CUDA runtime or driver
+/// function (CUDA types in signatures are fine); the library's C functions make those calls.
+#[test]
+fn the_cxx_layer_makes_no_cuda_call() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("include/upcxx_extra");
+    let mut bad = Vec::new();
+    let mut seen = 0;
+    let mut dirs = vec![root];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "hpp") {
+                seen += 1;
+                for c in cuda_calls(&std::fs::read_to_string(&p).unwrap()) {
+                    bad.push(format!("{}:{c}", p.display()));
+                }
+            }
+        }
+    }
+    assert!(seen >= 10, "the C++ layer's headers moved: {seen} found");
+    assert!(bad.is_empty(), "CUDA calls in the C++ layer:\n{}", bad.join("\n"));
+    // The scan sees calls, and only calls.
+    let planted = "cudaError_t e = cudaStreamQuery(s);\n  x = cuCtxGetCurrent (&c);\n// cudaFree(0)\ncudaStream_t s;\n";
+    assert_eq!(cuda_calls(planted).len(), 2, "{:?}", cuda_calls(planted));
+}

@@ -126,6 +126,7 @@ std::atomic<int> g_fail_next{0};
 std::atomic<int> g_fail_launches{
     0};  // the next n cuLaunchKernel calls fail at the call (uxn_standin_fail_next_launches)
 std::atomic<long> g_failed_copies{0}, g_async_copies{0}, g_batch_launches{0}, g_batched_copies{0};
+std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;
 
 void on_fork_child() {
@@ -556,7 +557,9 @@ cudaError_t stream_destroy(const void *h) {
     if (s->destroyed) return cudaErrorInvalidResourceHandle;
     // Pending work still runs, and the legacy stream and cudaDeviceSynchronize still wait for it;
     // the stream leaves the device's list once drained (new_stream), and the Stream is never freed
-    // (events may name it).
+    // (events may name it). Counted: a copy engine that destroys its stream with work queued
+    // returned from its drain before its copies landed.
+    if (s->completed < s->enqueued) g_busy_destroys.fetch_add(1);
     s->destroyed = true;
     g.cv.notify_all();
     return cudaSuccess;
@@ -583,6 +586,7 @@ UXN_EXPORT int uxn_standin_fail_next_copies(int n) { return g_fail_next.exchange
 UXN_EXPORT int uxn_standin_fail_next_launches(int n) { return g_fail_launches.exchange(n < 0 ? 0 : n); }
 UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load(); }
 UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
+UXN_EXPORT long uxn_standin_busy_stream_destroys(void) { return g_busy_destroys.load(); }
 UXN_EXPORT long uxn_standin_batch_launches(void) { return g_batch_launches.load(); }
 UXN_EXPORT long uxn_standin_batched_copies(void) { return g_batched_copies.load(); }
 UXN_EXPORT int uxn_standin_register_device_range(void *base, size_t size, int device) {
@@ -1180,6 +1184,49 @@ UXN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     DRV_ENTER();
     int dev = drv_device();
     return to_drv(stream_sync(s, dev < 0 ? 0 : dev));
+}
+UXN_EXPORT CUresult cuStreamQuery(CUstream stream) {
+    DRV_ENTER();
+    int dev = drv_device();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev < 0 ? 0 : dev);
+    return s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+UXN_EXPORT CUresult cuStreamGetCtx(CUstream stream, CUcontext *ctx) {
+    DRV_ENTER();
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    int dev = drv_device();
+    if (stream && reinterpret_cast<uintptr_t>(stream) > 2) dev = reinterpret_cast<Stream *>(stream)->device;
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *ctx = reinterpret_cast<CUcontext>(&G().ctx[dev]);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
+    DRV_ENTER();
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    const int dev = drv_device() < 0 ? 0 : drv_device();
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (s->legacy)
+        for (Stream *o : g.streams[dev])
+            if (o->capturing && o->blocking && o->capture_mode == cudaStreamCaptureModeGlobal)
+                return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    *status = s->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuMemHostAlloc(void **p, size_t n, unsigned) {
+    DRV_ENTER();
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    *p = std::calloc(1, n ? n : 1);  // never freed: the library keeps it for the process's life
+    return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+UXN_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned) {
+    DRV_ENTER();
+    if (!d || !p) return CUDA_ERROR_INVALID_VALUE;
+    *d = reinterpret_cast<CUdeviceptr>(p);  // the stand-in's device is the host: one address space
+    return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuEventCreate(CUevent *e, unsigned) {
     DRV_ENTER();

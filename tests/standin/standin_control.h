@@ -42,6 +42,11 @@ long uxn_standin_async_copies(void);
 long uxn_standin_batch_launches(void);
 long uxn_standin_batched_copies(void);
 
+/* Streams destroyed (cudaStreamDestroy, cuStreamDestroy) with work still queued on them, so far
+ * (process-wide). The stand-in runs that work regardless, as CUDA does; a copy engine whose drain
+ * destroys its stream before its copies landed is caught by a test that reads this. */
+long uxn_standin_busy_stream_destroys(void);
+
 /* Registers [base, base + size) as device memory of `device` (what cudaMalloc'd memory is):
  * cuPointerGetAttribute, cudaPointerGetAttributes and cuMemGetAddressRange answer for it.
  * Used by the NVSHMEM stand-in for its heap chunks and peer mappings. 0 on success. */

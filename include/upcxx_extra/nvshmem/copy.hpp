@@ -173,8 +173,6 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using R = decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...));
         check_usable(h);
-        int device = stream_device(s);
-        if (device < 0) device = h.engine().device();
         wait_for(h, s, "nvshmem_heap::copy_on_stream");
         copy_engine &eng = h.engine();
         const std::shared_ptr<copy_engine> keep = eng.shared_from_this();
@@ -195,7 +193,7 @@ struct copy_path {
             }
         };
         auto wait = [&] {
-            if (!eng.stream_waits_for(s, t, device))
+            if (!eng.stream_waits_for(s, t))
                 throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
                                     "nvshmem_heap::copy_on_stream: the stream could not be made to wait on the GPU for "
                                     "the upcxx::copy, and it did not complete within 60 s of progress: the copy is in "
@@ -386,7 +384,7 @@ struct copy_path {
             cx::send_remote(*initiator, rank_d, remote);
             notify_here();
         }
-        void finish(std::unique_ptr<flight> self, cudaError_t e, std::shared_ptr<std::atomic<long>> redo) override {
+        void finish(std::unique_ptr<flight> self, int e, std::shared_ptr<std::atomic<long>> redo) override {
             if (in_internal) {
                 // Internal-level progress, the bytes landed: the remote completion goes now (as
                 // upcxx::copy initiates its own), the operation and source completions at the
@@ -396,7 +394,7 @@ struct copy_path {
                 initiator->lpc_ff([keep] { keep->notify_here(); });
                 return;
             }
-            if (e == cudaSuccess || !redo) return notify();
+            if (e == 0 || !redo) return notify();
             // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
             // bytes landed. The flight lives until then; destroy() waits for the redo.
             std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));
@@ -520,18 +518,15 @@ struct copy_path {
     // a stream may be waiting on the GPU for a copy_on_stream's upcxx::copy (a ticket not done),
     // the wait makes UPC++ progress: that copy's completion is what lets the stream go on.
     static void wait_for(Heap &h, cudaStream_t stream, const char *fn = "nvshmem_heap::copy_after") {
-        cudaError_t e = cudaSuccess;
+        upcxx_extra_nvshmem_status_t s = UPCXX_EXTRA_NVSHMEM_STATUS_OK;
         if (h.engine().tickets_pending()) {
-            while ((e = cudaStreamQuery(stream)) == cudaErrorNotReady) upcxx::progress();
+            bool done = false;
+            while ((s = upcxx_extra_nvshmem_stream_query(stream, &done)) == UPCXX_EXTRA_NVSHMEM_STATUS_OK && !done)
+                upcxx::progress();
         } else {
-            e = cudaStreamSynchronize(stream);
+            s = upcxx_extra_nvshmem_stream_synchronize(stream);
         }
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                                std::string(fn) + ": waiting for the stream failed: " + cudaGetErrorString(e),
-                                nvshmem_errc::cuda);
-        }
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
     }
 
     /// heap.after(s, cxs): the completions `cxs` (operation_cx only) once the work queued on `s`
@@ -565,7 +560,7 @@ struct copy_path {
         using cx = typename backend::template cx<Cxs>;
         explicit wait_flight(Cxs &&cxs) : here(std::forward<Cxs>(cxs)) {}
         typename cx::here_t here;
-        void finish(std::unique_ptr<flight>, cudaError_t, std::shared_ptr<std::atomic<long>>) override {
+        void finish(std::unique_ptr<flight>, int, std::shared_ptr<std::atomic<long>>) override {
             here.template operator()<upcxx::source_cx_event>();
             here.template operator()<upcxx::operation_cx_event>();
         }

@@ -36,9 +36,6 @@
 #include <string>
 #include <vector>
 
-#include <cuda.h>              // cuCtxGetCurrent: has the caller chosen a device (UPC++ with CUDA links libcuda)
-#include <cuda_runtime_api.h>  // device selection (UPC++ built with CUDA links cudart)
-
 #include "upcxx_extra_nvshmem.h"
 #include "upcxx_extra/nvshmem/collective.hpp"
 #include "upcxx_extra/nvshmem/device_hooks.hpp"
@@ -79,33 +76,25 @@ inline outcome load_nvshmem(upcxx_extra_nvshmem_nvshmem_info_t &info) {
 /// nvshmem_malloc & co. would initialise later).
 inline outcome select_device(int requested, int &chosen, std::string &how) {
     const std::string me = std::to_string(upcxx::rank_me());
-    auto cuda_failure = [&](const std::string &what, cudaError_t e) {
-        return outcome{
-            UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
-            "nvshmem_init: rank " + me + " " + what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e)};
-    };
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) return cuda_failure("has no usable CUDA device (cudaGetDeviceCount)", e);
+    int count = 0, current = -1;  // `current`: the device of the CUDA context current on this thread, if any
+    upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_cuda_devices(&count, &current);
+    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+        return outcome{s, nvshmem_errc::cuda,
+                       "nvshmem_init: rank " + me + " has no usable CUDA device: " + upcxx_extra_nvshmem_last_error()};
     if (count <= 0)
         return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
-                       "nvshmem_init: rank " + me + " has no usable CUDA device (cudaGetDeviceCount: 0 devices)"};
+                       "nvshmem_init: rank " + me + " has no usable CUDA device (0 devices)"};
     if (requested >= count)
         return outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda,
                        "nvshmem_init: rank " + me + " asked for CUDA device " + std::to_string(requested) + " but " +
                            std::to_string(count) + " are visible"};
-    int current = -1;  // the device of the CUDA context current on this thread, if any
-    if (requested < 0) {
-        CUcontext ctx = nullptr;
-        int d = -1;
-        if (cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx != nullptr && cudaGetDevice(&d) == cudaSuccess && d >= 0)
-            current = d;
-    }
+    if (requested >= 0) current = -1;
     const int dev = choose_device(requested, count, current, upcxx::local_team().rank_me(), how);  // policy.hpp
-    e = cudaSetDevice(dev);
-    if (e != cudaSuccess) return cuda_failure("cannot use CUDA device " + std::to_string(dev) + " (cudaSetDevice)", e);
-    e = cudaFree(nullptr);  // creates the primary context and makes it current
-    if (e != cudaSuccess) return cuda_failure("cannot create a context on CUDA device " + std::to_string(dev), e);
+    s = upcxx_extra_nvshmem_cuda_use_device(dev);  // its primary context, current on this thread
+    if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+        return outcome{s, nvshmem_errc::cuda,
+                       "nvshmem_init: rank " + me + " cannot use CUDA device " + std::to_string(dev) + ": " +
+                           upcxx_extra_nvshmem_last_error()};
     chosen = dev;
     return outcome{};
 }

@@ -27,3 +27,8 @@ pub mod table {
 
 /// `crate::fail!`, as the library re-exports it at its root.
 pub(crate) use error::fail;
+
+/// src/engine/core.rs: the copy engine's protocol, generic over its GPU (the model's in
+/// tests/engine_model.rs).
+#[path = "../../../src/engine/core.rs"]
+pub mod engine_core;

@@ -1,0 +1,395 @@
+//! The model GPU and the scenarios of the engine's model (engine_model.rs, engine_bugs.rs).
+
+use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use upcxx_extra_nvshmem_loom::engine_core::{
+    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, SUCCESS, Settled,
+};
+use upcxx_extra_nvshmem_loom::error::Status;
+
+/// One operation on a model stream.
+enum Op {
+    Copy(usize),
+    Batch(Vec<usize>),
+    /// Runs once stream `.0` has run `.1` operations.
+    Wait(usize, usize),
+}
+
+#[derive(Default)]
+struct Stream {
+    ops: Vec<Op>,
+    done: usize,
+    destroyed: bool,
+}
+
+#[derive(Default)]
+struct Sim {
+    streams: Vec<Stream>,
+    /// Event `i + 1`: recorded at (stream, operations before it), or not recorded.
+    events: Vec<Option<(usize, usize)>>,
+    /// The copies run, in order (a copy is named by its source address).
+    ran: Vec<usize>,
+    /// Launches to refuse.
+    refuse_launches: u32,
+    /// Calls that reached the GPU.
+    calls: usize,
+    /// Streams destroyed with work queued on them.
+    busy_destroys: usize,
+}
+
+/// The model GPU (shared by the engine and the GPU thread).
+#[derive(Clone)]
+pub struct ModelGpu {
+    sim: Arc<Mutex<Sim>>,
+    /// No GPU thread: the GPU runs one operation at each query and what a synchronize needs
+    /// (the scenarios of several host threads, whose interleavings are what they check).
+    inline: bool,
+    generation: Arc<AtomicU32>,
+    stop: Arc<AtomicBool>,
+}
+
+impl ModelGpu {
+    fn new(refuse_launches: u32) -> Self {
+        // Stream 0: the caller's (the legacy default stream).
+        let sim = Sim { streams: vec![Stream::default()], refuse_launches, ..Default::default() };
+        ModelGpu {
+            sim: Arc::new(Mutex::new(sim)),
+            inline: false,
+            generation: Arc::new(AtomicU32::new(0)),
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Sim) -> T) -> T {
+        let mut s = self.sim.lock().unwrap();
+        s.calls += 1;
+        f(&mut s)
+    }
+
+    /// Runs one operation that is ready; false when none is.
+    fn step(&self) -> bool {
+        let mut s = self.sim.lock().unwrap();
+        for i in 0..s.streams.len() {
+            let st = &s.streams[i];
+            if st.done == st.ops.len() {
+                continue;
+            }
+            let ready = match &st.ops[st.done] {
+                Op::Wait(o, upto) => s.streams[*o].done >= *upto,
+                _ => true,
+            };
+            if !ready {
+                continue;
+            }
+            let at = s.streams[i].done;
+            let op = std::mem::replace(&mut s.streams[i].ops[at], Op::Batch(Vec::new()));
+            match op {
+                Op::Copy(id) => s.ran.push(id),
+                Op::Batch(ids) => s.ran.extend(ids),
+                Op::Wait(..) => {}
+            }
+            s.streams[i].done += 1;
+            return true;
+        }
+        false
+    }
+
+    fn idle(&self) -> bool {
+        let s = self.sim.lock().unwrap();
+        s.streams.iter().all(|st| st.done == st.ops.len())
+    }
+
+    fn event_done(s: &Sim, e: Handle) -> bool {
+        match s.events[e - 1] {
+            None => true,
+            Some((st, n)) => s.streams[st].done >= n,
+        }
+    }
+
+    fn spin_until(&self, f: impl Fn(&Sim) -> bool) {
+        loop {
+            if f(&self.sim.lock().unwrap()) {
+                return;
+            }
+            if self.inline && self.step() {
+                continue;
+            }
+            thread::yield_now();
+        }
+    }
+
+    pub fn ran(&self) -> Vec<usize> {
+        self.sim.lock().unwrap().ran.clone()
+    }
+    pub fn busy_destroys(&self) -> usize {
+        self.sim.lock().unwrap().busy_destroys
+    }
+    pub fn calls(&self) -> usize {
+        self.sim.lock().unwrap().calls
+    }
+}
+
+impl Gpu for ModelGpu {
+    fn fork_generation(&self) -> u32 {
+        self.generation.load(Ordering::Relaxed)
+    }
+    fn stream_create(&self, _device: i32) -> Result<Handle, Code> {
+        Ok(self.with(|s| {
+            s.streams.push(Stream::default());
+            s.streams.len() - 1
+        }))
+    }
+    fn stream_destroy(&self, _device: i32, st: Handle) {
+        self.with(|s| {
+            if s.streams[st].done != s.streams[st].ops.len() {
+                s.busy_destroys += 1; // checked by the scenarios (a panic here would be in a drop)
+            }
+            s.streams[st].destroyed = true;
+        })
+    }
+    fn event_create(&self, _ctx: Option<i32>) -> Result<Handle, Code> {
+        Ok(self.with(|s| {
+            s.events.push(None);
+            s.events.len()
+        }))
+    }
+    fn event_destroy(&self, _e: Handle) {}
+    fn event_record(&self, e: Handle, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+        self.with(|s| {
+            assert!(!s.streams[st].destroyed, "an event recorded on a destroyed stream");
+            let n = s.streams[st].ops.len();
+            s.events[e - 1] = Some((st, n));
+        });
+        Ok(())
+    }
+    fn event_query(&self, e: Handle) -> Result<(), Code> {
+        if self.inline {
+            self.step();
+        }
+        if self.with(|s| Self::event_done(s, e)) { Ok(()) } else { Err(NOT_READY) }
+    }
+    fn event_synchronize(&self, e: Handle) -> Result<(), Code> {
+        self.spin_until(|s| Self::event_done(s, e));
+        Ok(())
+    }
+    fn stream_synchronize(&self, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+        self.spin_until(|s| s.streams[st].done == s.streams[st].ops.len());
+        Ok(())
+    }
+    fn stream_wait_event(&self, st: Handle, e: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+        self.with(|s| {
+            if let Some((o, n)) = s.events[e - 1] {
+                s.streams[st].ops.push(Op::Wait(o, n));
+            }
+        });
+        Ok(())
+    }
+    fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+        self.with(|s| {
+            assert!(!s.streams[st].destroyed, "a copy on a destroyed stream");
+            s.streams[st].ops.push(Op::Copy(src));
+        });
+        Ok(())
+    }
+    fn launch_batch(&self, _device: i32, st: Handle, batch: &[Desc]) -> Result<(), String> {
+        self.with(|s| {
+            if s.refuse_launches > 0 {
+                s.refuse_launches -= 1;
+                return Err("the model refuses this launch".to_string());
+            }
+            s.streams[st].ops.push(Op::Batch(batch.iter().map(|d| d.src).collect()));
+            Ok(())
+        })
+    }
+    fn stream_device(&self, _s: Handle) -> i32 {
+        0
+    }
+    fn stream_capturing(&self, _s: Handle) -> Result<Option<bool>, Code> {
+        Ok(None)
+    }
+    fn device_count(&self) -> i32 {
+        1
+    }
+    fn mapped_word(&self, _device: i32) -> Result<(usize, usize), Code> {
+        Err(999)
+    }
+    fn stream_wait_value32(&self, _device: i32, _s: Handle, _addr: usize, _value: u32) -> Result<(), String> {
+        Err("the model has no wait on a value".to_string())
+    }
+    fn result_name(&self, c: Code) -> String {
+        format!("model error {c}")
+    }
+}
+
+/// The GPU thread: runs the streams' work until the host says stop and nothing is left.
+fn gpu_thread(g: ModelGpu) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        loop {
+            if g.step() {
+                continue;
+            }
+            if g.stop.load(Ordering::Acquire) && g.idle() {
+                return;
+            }
+            thread::yield_now();
+        }
+    })
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f)
+}
+
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(bound);
+    }
+    // The host and the GPU thread spin (polls, synchronizes): each spin is a yield, a branch.
+    b.max_branches = 100_000;
+    b.check(f);
+}
+
+/// A copy named `id` (its source address) of `bytes` bytes.
+fn req(id: usize, bytes: usize, flags: u32) -> CopyReq {
+    CopyReq { dst: 0x1000 + id, src: id, bytes, src_rank: 0, dst_rank: 1, flags, stream: 0 }
+}
+
+/// Polls ticket `t` of copy `id` until it is over; when it landed, copy `id` ran.
+fn wait_landed(e: &Engine<ModelGpu>, g: &ModelGpu, t: u64, id: usize) -> Result<(), String> {
+    let mut asked = 0;
+    loop {
+        let r = e.poll(t, &mut asked);
+        if r != NOT_READY {
+            check(r == SUCCESS, format!("copy {id} failed ({r})"))?;
+            check(g.ran().contains(&id), format!("copy {id} was reported landed before it ran"))?;
+            return check(e.complete(t, r, &req(id, 0, 0)) == Settled::Landed, format!("copy {id} did not settle as landed"));
+        }
+        thread::yield_now();
+    }
+}
+
+fn check(ok: bool, why: String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(why) }
+}
+
+/// One model run: an engine over a model GPU (`refuse` launches refused), `body` with it (the
+/// body drops the engine); the GPU thread is stopped and joined before a failure panics, so no
+/// loom object is dropped while a model thread unwinds.
+fn run(batch_bytes: usize, refuse: u32, body: fn(Engine<ModelGpu>, &ModelGpu) -> Result<(), String>) {
+    model(move || {
+        let g = ModelGpu::new(refuse);
+        let gpu = gpu_thread(g.clone());
+        let r = body(Engine::new(g.clone(), 0, batch_bytes), &g);
+        g.stop.store(true, Ordering::Release);
+        gpu.join().unwrap();
+        let busy = g.busy_destroys();
+        if let Err(why) = r {
+            panic!("{why}");
+        }
+        assert_eq!(busy, 0, "a stream destroyed with work queued on it");
+    });
+}
+
+/// A small copy joins the batch; a large one after it is not batched: the batch goes on the
+/// stream first, so the copies run in issue order.
+pub fn scenario_order() {
+    run(64, 0, |e, g| {
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        let b = e.copy(&req(2, 4096, DEVICE_ENDS)).unwrap();
+        wait_landed(&e, g, b, 2)?;
+        wait_landed(&e, g, a, 1)?;
+        drop(e);
+        check(g.ran() == vec![1, 2], format!("the stream ran the copies out of issue order: {:?}", g.ran()))
+    });
+}
+
+/// A lone batched copy: the poll that finds it uncovered launches the batch and records a mark
+/// after it; the copy lands only once the launch ran.
+pub fn scenario_lone_batched() {
+    run(64, 0, |e, g| {
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        wait_landed(&e, g, a, 1)
+    });
+}
+
+/// Two unbatched copies, two marks pending (the second recorded by the second copy's poll): the
+/// older mark landing says nothing of the newer copy.
+pub fn scenario_two_marks() {
+    run(0, 0, |e, g| {
+        let a = e.copy(&req(1, 8, 0)).unwrap(); // a mark of its own
+        let b = e.copy(&req(2, 8, 0)).unwrap(); // a mark is pending: none
+        wait_landed(&e, g, b, 2)?; // records the second mark
+        wait_landed(&e, g, a, 1)
+    });
+}
+
+/// drain(): every copy ran, nothing left on the stream it destroys.
+pub fn scenario_drain() {
+    run(64, 0, |e, g| {
+        e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        e.copy(&req(2, 4096, 0)).unwrap();
+        check(e.drain() == 0, "drain() reported failed copies".into())?;
+        check(g.busy_destroys() == 0, "drain() destroyed the stream with work queued on it".into())?;
+        let mut ran = g.ran();
+        ran.sort();
+        check(ran == vec![1, 2], format!("drain() returned before every copy ran: {ran:?}"))
+    });
+}
+
+/// In a fork() child the engine refuses copies, and nothing reaches the GPU (drop included).
+pub fn scenario_fork() {
+    run(64, 0, |e, g| {
+        let a = e.copy(&req(1, 4096, 0)).unwrap();
+        wait_landed(&e, g, a, 1)?;
+        g.generation.fetch_add(1, Ordering::Relaxed); // fork()
+        let before = g.calls();
+        let r = e.copy(&req(2, 8, DEVICE_ENDS)).map_err(|x| x.status);
+        let waited = e.wait_all().map_err(|x| x.status);
+        let drained = e.drain();
+        drop(e);
+        check(r == Err(Status::Forked), format!("a copy issued in a fork() child: {r:?}"))?;
+        check(waited == Err(Status::Forked), format!("wait_all() in a fork() child: {waited:?}"))?;
+        check(drained == 0, "drain() in a fork() child".into())?;
+        check(g.calls() == before, "the engine reached the GPU in a fork() child".into())
+    });
+}
+
+/// A refused launch: batching goes off, the batch's copies are one copy each, every ticket lands,
+/// and the reason is kept.
+pub fn scenario_failed_launch() {
+    run(64, 1, |e, g| {
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        let b = e.copy(&req(2, 8, DEVICE_ENDS)).unwrap();
+        e.flush_batch().unwrap();
+        check(e.batch_bytes() == 0, "batching is still on after a refused launch".into())?;
+        wait_landed(&e, g, a, 1)?;
+        wait_landed(&e, g, b, 2)?;
+        check(e.take_error().contains("batching is off"), "the refused launch was not reported".into())?;
+        drop(e);
+        check(g.ran() == vec![1, 2], format!("{:?}", g.ran()))
+    });
+}
+
+/// Two host threads (two personas) issue and poll at once, one ordered after the caller's stream
+/// (the GPU runs as they query it: the interleavings of the two threads are what this checks).
+pub fn scenario_two_threads() {
+    model_bounded(3, || {
+        let g = ModelGpu { inline: true, ..ModelGpu::new(0) };
+        let e = Arc::new(Engine::new(g.clone(), 0, 64));
+        let other = {
+            let (e, g) = (e.clone(), g.clone());
+            thread::spawn(move || {
+                let t = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+                wait_landed(&e, &g, t, 1)
+            })
+        };
+        let t = e.copy(&req(2, 4096, AFTER_STREAM)).unwrap();
+        let mine = wait_landed(&e, &g, t, 2);
+        let theirs = other.join().unwrap();
+        drop(e); // the last owner: drains
+        mine.and(theirs).unwrap();
+        assert_eq!(g.busy_destroys(), 0);
+    });
+}
