@@ -219,12 +219,15 @@ public:
         upcxx_extra_nvshmem_engine_copy_t c = describe(*raw);
         c.dst = to;
         c.src = from;
-        c.flags = (device_ends ? UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS : 0u) |
-                  (order.on ? UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_ON_STREAM
-                            : (order.set ? UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_AFTER_STREAM : 0u));
+        std::uint32_t flags = device_ends ? std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS) : 0u;
+        if (order.on)
+            flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_ON_STREAM);
+        else if (order.set)
+            flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_AFTER_STREAM);
+        c.flags = flags;
         c.stream = order.stream;
 #if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
-        if (test_hooks::take_failure()) c.flags |= UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE;
+        if (test_hooks::take_failure()) c.flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE);
 #endif
         std::uint64_t t = 0;
         const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_, &c, &t);
