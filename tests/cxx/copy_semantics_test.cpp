@@ -55,6 +55,8 @@
 //   F11 (par) a worker thread copies host -> host and 0 elements, then exits: destroy() returns at
 //      once. Naive: those upcxx::copy calls tracked by an LPC on the dead thread's persona, destroy()
 //      waiting 60 s and throwing copies_in_flight.
+//   F26 (stand-in) every heap of the run destroyed its engine's stream with nothing queued on it:
+//      a drain that returned before its copies landed would leave work there.
 //   F16 batching: 2 x 300 small copies (1 B to 64 KiB + 3, odd offsets and lengths) put to the
 //      next PE's heap and got from it, issued without waiting, with futures and a promise: every
 //      byte right at the destination, each completion once, all counted fast and, unless
@@ -2067,6 +2069,14 @@ int main() {
     group("F20", [&] { f20_refused_launch(a, b); });
     group("F21", [&] { f21_failed_launch_then_thread(a, b); });
     group("F1", [&] { f1_destroy_drains(a, b); });
+    group("F26", [] {
+        // Stand-in only: every heap of this run (and its engine) destroyed its stream with nothing
+        // left on it (a drain that returned before its copies landed leaves work queued there).
+        using count_fn = long (*)();
+        const auto busy = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_busy_stream_destroys"));
+        if (!busy) return skip("F26.drained_idle", "not on the CUDA stand-in");
+        check("F26.drained_idle", busy() == 0, "%ld stream(s) destroyed with work queued on them", busy());
+    });
     nvshmem_free(b);
     nvshmem_free(a);
     nvshmem_finalize();
