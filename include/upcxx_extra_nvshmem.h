@@ -565,7 +565,8 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_wait_all(const stru
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_close(const struct upcxx_extra_nvshmem_engine_t *e);
 
 /**
- * Undoes `engine_close` (not after `engine_drain`). Statuses: OK; NULL_ARGUMENT.
+ * Undoes `engine_close` (not after `engine_drain`). Statuses: OK; NULL_ARGUMENT. Thread
+ * safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_reopen(const struct upcxx_extra_nvshmem_engine_t *e);
 
@@ -586,20 +587,21 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_counts(const struct
 
 /**
  * The largest copy batched from the next copy on (`*bytes`; 0: none, also once a batch launch
- * failed, which turns batching off). Statuses: OK; NULL_ARGUMENT.
+ * failed, which turns batching off). Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_batch_bytes(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                          size_t *bytes);
 
 /**
  * Batches copies of up to `bytes` from the next copy on (0: none). Statuses: OK; NULL_ARGUMENT.
+ * Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_set_batch_bytes(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                              size_t bytes);
 
 /**
  * `*forked`: whether this process is a fork() child of the one that made the engine (then every
- * call that needs CUDA returns FORKED). Statuses: OK; NULL_ARGUMENT.
+ * call that needs CUDA returns FORKED). Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_forked(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                     bool *forked);
@@ -615,13 +617,14 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_new(const st
 
 /**
  * The work of ticket `ticket` (`engine_ticket_new`) is over. Statuses: OK; NULL_ARGUMENT.
+ * Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_done(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                          uint32_t ticket);
 
 /**
  * `*done`: whether ticket `ticket` is done (`ticket` 0: whether every ticket is). Statuses: OK;
- * NULL_ARGUMENT.
+ * NULL_ARGUMENT. Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_query(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                           uint32_t ticket,

@@ -299,7 +299,8 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_close(e: *const EngineHandle) -> St
     Ok(())
 }
 
-/// Undoes `engine_close` (not after `engine_drain`). Statuses: OK; NULL_ARGUMENT.
+/// Undoes `engine_close` (not after `engine_drain`). Statuses: OK; NULL_ARGUMENT. Thread
+/// safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_engine_reopen(e: *const EngineHandle) -> Status {
@@ -332,7 +333,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_counts(e: *const EngineHandl
 }
 
 /// The largest copy batched from the next copy on (`*bytes`; 0: none, also once a batch launch
-/// failed, which turns batching off). Statuses: OK; NULL_ARGUMENT.
+/// failed, which turns batching off). Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_batch_bytes(e: *const EngineHandle, bytes: *mut usize) -> Status {
@@ -343,6 +344,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_batch_bytes(e: *const Engine
 }
 
 /// Batches copies of up to `bytes` from the next copy on (0: none). Statuses: OK; NULL_ARGUMENT.
+/// Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_engine_set_batch_bytes(e: *const EngineHandle, bytes: usize) -> Status {
@@ -351,7 +353,7 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_set_batch_bytes(e: *const EngineHan
 }
 
 /// `*forked`: whether this process is a fork() child of the one that made the engine (then every
-/// call that needs CUDA returns FORKED). Statuses: OK; NULL_ARGUMENT.
+/// call that needs CUDA returns FORKED). Statuses: OK; NULL_ARGUMENT. Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_forked(e: *const EngineHandle, forked: *mut bool) -> Status {
@@ -375,6 +377,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_ticket_new(e: *const EngineH
 }
 
 /// The work of ticket `ticket` (`engine_ticket_new`) is over. Statuses: OK; NULL_ARGUMENT.
+/// Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_engine_ticket_done(e: *const EngineHandle, ticket: u32) -> Status {
@@ -383,7 +386,7 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_ticket_done(e: *const EngineHandle,
 }
 
 /// `*done`: whether ticket `ticket` is done (`ticket` 0: whether every ticket is). Statuses: OK;
-/// NULL_ARGUMENT.
+/// NULL_ARGUMENT. Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_ticket_query(e: *const EngineHandle, ticket: u32, done: *mut bool) -> Status {
