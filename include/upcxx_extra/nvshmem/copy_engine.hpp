@@ -210,7 +210,7 @@ public:
     /// when the copy cannot be issued; once CUDA has accepted the copy nothing can fail.
     void start(std::unique_ptr<flight> f, void *to, const void *from, stream_order order, bool device_ends) {
         const char *fn = order.on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy";
-        if (forked()) throw forked_error(fn);
+        // The engine refuses a fork() child's copy (FORKED), as the routing in front of it does.
         flight *raw = f.get();
         // Queued before the copy is issued: a completion that cannot be queued copies nothing.
         // It cannot run before this returns (only this persona's progress runs it).
@@ -239,7 +239,6 @@ public:
     /// once the work queued on `s` before the call has completed. Throws nvshmem_error (errc
     /// stream_capture, cuda, forked, heap_inactive; nothing will be notified) when it cannot.
     void start_after(std::unique_ptr<flight> f, cudaStream_t s) {
-        if (forked()) throw forked_error("nvshmem_heap::after");
         flight *raw = f.get();
         poll{shared_from_this(), raw}.queue();
         (void)f.release();
