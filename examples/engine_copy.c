@@ -57,6 +57,23 @@ static int all(int mine) {
 }
 /* The byte at offset i of PE pe's source buffer. */
 static unsigned char pattern(int pe, size_t i) { return (unsigned char)((size_t)pe * 71 + i * 7 + (i >> 10)); }
+/* The bytes of the second round (step 6). */
+static unsigned char pattern2(int pe, size_t i) { return (unsigned char)(pattern(pe, i) ^ 0x5a); }
+
+/* Whether this PE's dst holds the previous PE's bytes of `round` (1 or 2); says where not. */
+static int check_dst(const char *dst, unsigned char *host, int prev, int round, int bytes) {
+    if (!cuda_ok(cudaMemcpy(host, dst, (size_t)bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from dst")) return 0;
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < (size_t)bytes; i++) {
+        const unsigned char want = round == 1 ? pattern(prev, i) : pattern2(prev, i);
+        if (host[i] == want) continue;
+        if (wrong++ == 0) first = i;
+    }
+    if (wrong)
+        return fail("round %d: %zu of %d bytes wrong, the first at offset %zu: %d, expected %d (rank %d's)", round,
+                    wrong, bytes, first, host[first], round == 1 ? pattern(prev, first) : pattern2(prev, first), prev);
+    return 1;
+}
 
 /* One copy through the engine, its ticket and the ticket's poll slot. */
 struct flight {
@@ -194,26 +211,27 @@ int main(int argc, char **argv) {
     }
 
     /* 5. Every PE's copies have landed (all() above): this PE's dst holds the previous PE's bytes. */
-    if (all(good)) {
-        good = cuda_ok(cudaMemcpy(host, dst, BYTES, cudaMemcpyDeviceToHost), "cudaMemcpy from dst");
-        size_t wrong = 0, first = 0;
-        for (size_t i = 0; good && i < BYTES; i++) {
-            if (host[i] == pattern(prev, i)) continue;
-            if (wrong++ == 0) first = i;
-        }
-        if (wrong)
-            good = fail("%zu of %d bytes wrong, the first at offset %zu: %d, expected %d (rank %d's)", wrong, BYTES,
-                        first, host[first], pattern(prev, first), prev);
-    }
+    if (all(good)) good = check_dst(dst, host, prev, 1, BYTES);
 
-    /* 6. The engine drained (nothing in flight, nothing failed unredone) and freed; the buffers
-     * freed and NVSHMEM finalised (collective). */
+    /* 6. A second round, not polled: engine_drain returns once every copy issued has landed, so
+     * after it (and every PE's drain: all()) dst holds the previous PE's second bytes. Then the
+     * engine is freed (nothing in flight, nothing failed unredone). */
+    if (engine && all(good)) {
+        static struct flight f[N_SMALL + 1];
+        for (size_t i = 0; i < BYTES; i++) host[i] = pattern2(me, i);
+        good = cuda_ok(cudaMemcpy(src, host, BYTES, cudaMemcpyHostToDevice), "cudaMemcpy to src");
+        for (int k = 0; good && k <= N_SMALL; k++) {
+            const size_t at = (size_t)k * SMALL;
+            good = issue(engine, &f[k], remote + at, src + at, k < N_SMALL ? SMALL : BYTES - at, next);
+        }
+    }
     if (engine) {
         uint64_t unredone = 0;
         good = ok(upcxx_extra_nvshmem_engine_drain(engine, &unredone), "engine_drain") && good;
         if (unredone != 0) good = fail("engine_drain: %llu failed copies not redone", (unsigned long long)unredone);
         upcxx_extra_nvshmem_engine_free(engine);
     }
+    if (engine && all(good)) good = check_dst(dst, host, prev, 2, BYTES);
     good = all(good);
     if (dst) sym_free(dst);
     if (src) sym_free(src);

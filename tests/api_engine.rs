@@ -84,10 +84,14 @@ fn handle_life_and_argument_checks() {
         assert!(!f);
         assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::Ok, "no failure yet");
 
-        // A ticket it never issued: an event ticket is unknown (999), and settling a ticket that
+        // A ticket it never issued is unknown (999), and settling a ticket that
         // is not over is refused.
         assert_eq!(upcxx_extra_nvshmem_engine_poll(e, (1 << 63) | 7, null_mut(), &mut r), Status::Ok);
         assert_eq!(r, 999);
+        for never in [0, 5] {
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, never, null_mut(), &mut r), Status::Ok);
+            assert_eq!(r, 999, "copy ticket {never}, never issued");
+        }
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, 600, null(), &mut settled), Status::InvalidArgument);
         assert!(last().contains("not over"), "{}", last());
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, 0, null(), &mut settled), Status::Ok);

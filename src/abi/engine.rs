@@ -206,7 +206,8 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_flush(e: *const EngineHandle) -> St
 }
 
 /// How ticket `ticket` ended: `*result` is 0 (`CUDA_SUCCESS`: the bytes landed), 600
-/// (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999 for an unknown ticket).
+/// (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999, `CUDA_ERROR_UNKNOWN`, for
+/// a ticket it never issued or already settled on a caller's stream).
 /// Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
 /// caller's slot for this ticket, 0 at first (NULL: none): the polls of many tickets run back to
 /// back ask the GPU once per round instead of once per ticket. Never blocks.

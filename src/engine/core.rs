@@ -633,6 +633,9 @@ impl<G: Gpu> Engine<G> {
             return self.poll_watched(t);
         }
         let mut st = self.lock();
+        if t == 0 || t > st.issued {
+            return UNKNOWN; // never issued: nothing to wait for
+        }
         if t > st.landed && *asked != st.asked && st.marks.back().is_some_and(|m| m.through >= t) {
             *asked = st.asked;
             return NOT_READY;
@@ -716,7 +719,7 @@ impl<G: Gpu> Engine<G> {
                 } else {
                     ""
                 },
-                if redo { "; it was redone" } else { "; the engine was closed, so it was not redone" }
+                if redo { "; settled REDO (to be redone another way)" } else { "; the engine was closed, so it was only reported" }
             );
         }
         if redo { Settled::Redo } else { Settled::Report }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <pthread.h>
 #include <unistd.h>
@@ -548,7 +549,7 @@ cudaError_t device_sync(int dev) {
     for (auto &p : all) err |= wait_stream(lk, p.first, p.second);
     return err ? cudaErrorUnknown : cudaSuccess;
 }
-cudaError_t stream_destroy(const void *h) {
+cudaError_t stream_destroy(const void *h, bool by_library = false) {
     uintptr_t v = reinterpret_cast<uintptr_t>(h);
     if (v <= 2) return cudaErrorInvalidResourceHandle;
     Global &g = G();
@@ -557,9 +558,9 @@ cudaError_t stream_destroy(const void *h) {
     if (s->destroyed) return cudaErrorInvalidResourceHandle;
     // Pending work still runs, and the legacy stream and cudaDeviceSynchronize still wait for it;
     // the stream leaves the device's list once drained (new_stream), and the Stream is never freed
-    // (events may name it). Counted: a copy engine that destroys its stream with work queued
-    // returned from its drain before its copies landed.
-    if (s->completed < s->enqueued) g_busy_destroys.fetch_add(1);
+    // (events may name it). Counted when the library destroys one so: its copy engine's drain
+    // returned before its copies landed.
+    if (by_library && s->completed < s->enqueued) g_busy_destroys.fetch_add(1);
     s->destroyed = true;
     g.cv.notify_all();
     return cudaSuccess;
@@ -1176,9 +1177,14 @@ UXN_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     *s = reinterpret_cast<CUstream>(new_stream(dev, !(flags & CU_STREAM_NON_BLOCKING)));
     return CUDA_SUCCESS;
 }
+// Whether the code at `ret` (a return address) is upcxx-extra-nvshmem's library.
+static bool in_library(void *ret) {
+    Dl_info info{};
+    return dladdr(ret, &info) != 0 && info.dli_fname && std::strstr(info.dli_fname, "libupcxx_extra_nvshmem");
+}
 UXN_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     DRV_ENTER();
-    return to_drv(stream_destroy(s));
+    return to_drv(stream_destroy(s, in_library(__builtin_return_address(0))));
 }
 UXN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     DRV_ENTER();

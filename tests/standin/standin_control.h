@@ -42,9 +42,10 @@ long uxn_standin_async_copies(void);
 long uxn_standin_batch_launches(void);
 long uxn_standin_batched_copies(void);
 
-/* Streams destroyed (cudaStreamDestroy, cuStreamDestroy) with work still queued on them, so far
- * (process-wide). The stand-in runs that work regardless, as CUDA does; a copy engine whose drain
- * destroys its stream before its copies landed is caught by a test that reads this. */
+/* Streams that upcxx-extra-nvshmem's library (the caller of cuStreamDestroy, by its shared
+ * object) destroyed with work still queued on them, so far (process-wide). The stand-in runs that
+ * work regardless, as CUDA does; a copy engine whose drain destroys its stream before its copies
+ * landed is caught by a test that reads this. The program's and UPC++'s streams are not counted. */
 long uxn_standin_busy_stream_destroys(void);
 
 /* Registers [base, base + size) as device memory of `device` (what cudaMalloc'd memory is):
