@@ -60,9 +60,9 @@ static unsigned char pattern(int pe, size_t i) { return (unsigned char)((size_t)
 /* The bytes of the second round (step 6). */
 static unsigned char pattern2(int pe, size_t i) { return (unsigned char)(pattern(pe, i) ^ 0x5a); }
 
-/* Whether this PE's dst holds the previous PE's bytes of `round` (1 or 2); says where not. */
-static int check_dst(const char *dst, unsigned char *host, int prev, int round, int bytes) {
-    if (!cuda_ok(cudaMemcpy(host, dst, (size_t)bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from dst")) return 0;
+/* Whether the device bytes at `at` are rank `prev`'s of `round` (1 or 2); says where not. */
+static int check_dst(const char *at, unsigned char *host, int prev, int round, int bytes) {
+    if (!cuda_ok(cudaMemcpy(host, at, (size_t)bytes, cudaMemcpyDefault), "cudaMemcpy from dst")) return 0;
     size_t wrong = 0, first = 0;
     for (size_t i = 0; i < (size_t)bytes; i++) {
         const unsigned char want = round == 1 ? pattern(prev, i) : pattern2(prev, i);
@@ -214,8 +214,8 @@ int main(int argc, char **argv) {
     if (all(good)) good = check_dst(dst, host, prev, 1, BYTES);
 
     /* 6. A second round, not polled: engine_drain returns once every copy issued has landed, so
-     * after it (and every PE's drain: all()) dst holds the previous PE's second bytes. Then the
-     * engine is freed (nothing in flight, nothing failed unredone). */
+     * right after it the next PE's dst (read where it is mapped here) holds this PE's second
+     * bytes. Then the engine is freed (nothing in flight, nothing failed unredone). */
     if (engine && all(good)) {
         static struct flight f[N_SMALL + 1];
         for (size_t i = 0; i < BYTES; i++) host[i] = pattern2(me, i);
@@ -229,9 +229,9 @@ int main(int argc, char **argv) {
         uint64_t unredone = 0;
         good = ok(upcxx_extra_nvshmem_engine_drain(engine, &unredone), "engine_drain") && good;
         if (unredone != 0) good = fail("engine_drain: %llu failed copies not redone", (unsigned long long)unredone);
+        good = good && check_dst(remote, host, me, 2, BYTES);
         upcxx_extra_nvshmem_engine_free(engine);
     }
-    if (engine && all(good)) good = check_dst(dst, host, prev, 2, BYTES);
     good = all(good);
     if (dst) sym_free(dst);
     if (src) sym_free(src);
