@@ -18,6 +18,8 @@ UXN_CACHE_NVSHMEM=nvshmem/{version}/nvidia/nvshmem
 UXN_CACHE_NVSHMEM_CU=nvshmem-cu{cuda}/{version}/nvidia/nvshmem
 # nvidia-cufftmp-cu13 release of examples/cufftmp's test; it loads nvidia-nvshmem-cu13 >= 3.8.0.
 UXN_CUFFTMP_VERSION=12.1.3.2
+# The CUDA 13 NVSHMEM release that cuFFTMp loads (nvidia-nvshmem-cu13), for the same test.
+UXN_NVSHMEM_CU13=3.8.0
 # UPC++ releases the tests build against, oldest first, laid out in the cache's UXN_CACHE_UPCXX by
 # ../shared/upcxx/setup.sh (upcxx-<release>/, and cuda-home/ for the CUDA headers).
 UXN_UPCXX_RELEASES=(2020.10.0 2023.9.0)

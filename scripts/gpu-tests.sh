@@ -13,7 +13,7 @@
 # that build's tests/cxx folder, its own nvshmem_hpp_test against its own headers); UXN_CUFFTMP_HOME and
 # UXN_NVSHMEM_CU13_ROOT (cuFFTMp for CUDA 13 and NVSHMEM >= 3.8.0 cu13) add examples/cufftmp on 1
 # and 2 ranks (label cufftmp); UXN_RELEASES (default
-# "2020.10.0 2023.9.0"); UXN_CTEST_JOBS (default 6: builds side by side; GPU runs one at a time).
+# every release of scripts/common.sh's UXN_UPCXX_RELEASES); UXN_CTEST_JOBS (default 6: builds side by side; GPU runs one at a time).
 # OUTDIR/<nvshmem>/suite/Testing/Temporary/LastTest.log holds every test's output; OUTDIR/summary.txt
 # ctest's summaries. UXN_PREFIX defaults to the quickstart's ./install.
 # Each NVSHMEM's run is written as a record (scripts/gpu-results.py record: date, library and
@@ -49,7 +49,7 @@ for NV in "${homes[@]}"; do
   nvver=$(uxn_nvshmem_version "$NV")
   B="$OUTDIR/nvshmem-$nvver"
   echo; echo "== NVSHMEM $nvver ($NV)"
-  releases="${UXN_RELEASES:-2020.10.0 2023.9.0}"
+  releases="${UXN_RELEASES:-${UXN_UPCXX_RELEASES[*]}}"
   cmake -S tests -B "$B/suite" -DUXN_GPU=ON -DUXN_PREFIX="$PREFIX" -DUXN_UPCXX_ROOT="$OUTDIR/upcxx" \
     -DUXN_UPCXX_RELEASES="${releases// /;}" -DUXN_NVSHMEM_ROOTS="$NV" -DUXN_CUDA_COMPILER="$NVCC" \
     -DUXN_CUDA_ARCHITECTURES="$ARCH" -DUXN_GPU_COUNT="$NGPU" -DUXN_JOBS=4 \

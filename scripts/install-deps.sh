@@ -165,7 +165,7 @@ if [ -x "$SHARED_UPCXX/setup.sh" ]; then
     pip_target "$CACHE/nvvm" "nvidia-nvvm==13.0.88"
   fi
   # cuFFTMp for examples/cufftmp's test: the cu13 wheel (205 MB) and the cu13 NVSHMEM it loads.
-  nvshmem_wheel 3.8.0 13
+  nvshmem_wheel "$UXN_NVSHMEM_CU13" 13
   if [ -e "$CACHE/cufftmp/$UXN_CUFFTMP_VERSION/nvidia/cufftmp/cu13/lib/libcufftMp.so.12" ]; then
     echo "nvidia-cufftmp-cu13 $UXN_CUFFTMP_VERSION: cached in $CACHE/cufftmp/$UXN_CUFFTMP_VERSION"
   else
