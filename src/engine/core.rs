@@ -24,12 +24,12 @@
 #[cfg(loom)]
 use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 #[cfg(not(loom))]
 use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 use crate::error::{Error, Result, Status};
@@ -221,7 +221,6 @@ pub struct Engine<G: Gpu> {
     closed: AtomicBool,
     fast: AtomicUsize,
     batched: AtomicUsize,
-    tickets_done: AtomicU64, // mirror of State::tickets_done for the host-side wait
     state: Mutex<State>,
 }
 
@@ -243,7 +242,6 @@ impl<G: Gpu> Engine<G> {
             closed: AtomicBool::new(false),
             fast: AtomicUsize::new(0),
             batched: AtomicUsize::new(0),
-            tickets_done: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         }
     }
@@ -820,7 +818,6 @@ impl<G: Gpu> Engine<G> {
                 }
             }
         }
-        self.tickets_done.store(u64::from(st.tickets_done), Ordering::Release);
         if let Some((host, _)) = st.flag {
             write_word(host, st.tickets_done);
         }
@@ -834,8 +831,7 @@ impl<G: Gpu> Engine<G> {
 
     /// Whether ticket `t` is done.
     pub fn ticket_done_by(&self, t: u32) -> bool {
-        let done = self.tickets_done.load(Ordering::Acquire) as u32;
-        done.wrapping_sub(t) as i32 >= 0
+        self.lock().tickets_done.wrapping_sub(t) as i32 >= 0
     }
 
     /// The work queued on `s` after the call waits, on the GPU, until ticket `t` is done. An

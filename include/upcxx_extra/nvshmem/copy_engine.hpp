@@ -34,14 +34,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
-
-#include <chrono>
 
 #include <cuda_runtime_api.h>  // cudaStream_t in signatures (no call)
 
@@ -164,7 +160,7 @@ public:
     };
 
     /// Throws nvshmem_error when the C library refuses the engine.
-    copy_engine(int device, const copy_policy &policy) : device_(device), force_fallback_(policy.upcxx_only) {
+    copy_engine(int device, const copy_policy &policy) : force_fallback_(policy.upcxx_only) {
         const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_new(device, policy.batch_bytes, &h_);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, "nvshmem_heap");
     }
@@ -200,7 +196,6 @@ public:
         (void)upcxx_extra_nvshmem_engine_forked(h_, &f);
         return f;
     }
-    int device() const noexcept { return device_; }
 
     /// Issues the copy to <- from of `f->bytes`, ordered after (or on) the stream of `order` when
     /// it is set, and completes it on the calling persona at its progress (finish() runs there
@@ -387,7 +382,6 @@ private:
     static constexpr int not_ready = 600;  // CUDA_ERROR_NOT_READY
 
     upcxx_extra_nvshmem_engine_t *h_ = nullptr;
-    const int device_;
     const bool force_fallback_;
     std::atomic<std::size_t> fallback_{0};
     const std::shared_ptr<std::atomic<long>> fallbacks_in_flight_ = std::make_shared<std::atomic<long>>(0);
