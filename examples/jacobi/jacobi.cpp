@@ -15,10 +15,11 @@
 //   upcxx   the same rows with upcxx::copy (UPC++ alone), once heap.after(stream) says the sweep
 //           is done, then upcxx::barrier_async; the next sweep is queued after that.
 //
-// In every mode the L2 norm of the change is summed over the PEs with upcxx::reduce_all, started
-// from heap.after(stream): the host never waits for the stream inside the loop. The norm of
-// iteration k decides whether iteration k + 2 runs (iteration k + 1 is queued meanwhile), in the
-// single-GPU reference too. Every rank first runs the whole mesh on its GPU alone (the
+// In every mode the L2 norm of the change is summed over the PEs with upcxx::reduce_all. Its local
+// value comes from heap.after(stream) (the callback only reads the pinned copy); reduce_all itself
+// starts from the loop, in iteration order on every rank, never from a completion callback (UPC++
+// forbids starting a collective inside progress). The norm of iteration k decides whether
+// iteration k + 2 runs (iteration k + 1 is queued meanwhile), in the single-GPU reference too. Every rank first runs the whole mesh on its GPU alone (the
 // reference, timed), then the distributed solver; at the end every cell of every slab is compared
 // with the reference (tolerance 1e-8): exit status 1 on a mismatch, on every rank.
 //
@@ -189,10 +190,12 @@ double single_gpu(const options &o, std::vector<real> &out, bool print, std::str
     return t;
 }
 
-// One norm on its way: the sum over the PEs of iteration `iter`'s squared changes.
+// One norm on its way: iteration `iter`'s squared changes, this PE's (`local`, ready once the
+// stream computed it) or already being summed over the PEs (`summed`: `value` is the sum).
 struct pending_norm {
     int iter;
-    upcxx::future<real> sum;
+    upcxx::future<real> value;
+    bool summed;
 };
 
 }  // namespace
@@ -302,14 +305,18 @@ int main(int argc, char **argv) {
         int cur = 0, iter = 0;
         bool stop = false;
         std::deque<pending_norm> pending;
-        upcxx::future<> reduced = upcxx::make_future();  // device, copy: the last norm's reduce_all
-        upcxx::promise<> landed;                         // copy: every heap.copy_on_stream
+        upcxx::promise<> landed;  // copy: every heap.copy_on_stream
         // Waits for every norm of an iteration before `until`, prints it, and whether it stops the
-        // run (at most one is left each time: the previous iteration's).
+        // run (at most one is left each time: the previous iteration's). A local norm is summed
+        // here, from the loop: every rank starts these reduce_all calls in iteration order.
         auto take_norms = [&](int until) {
             while (!pending.empty() && pending.front().iter < until) {
                 const int k = pending.front().iter;
-                const real norm = std::sqrt(pending.front().sum.wait());
+                const real local_or_sum = pending.front().value.wait();
+                const real sum = pending.front().summed
+                                     ? local_or_sum
+                                     : upcxx::reduce_all(local_or_sum, upcxx::op_fast_add).wait();
+                const real norm = std::sqrt(sum);
                 pending.pop_front();
                 if (!o.csv && k % 100 == 0 && mype == 0) std::printf("%5d, %0.6f\n", k, norm);
                 if (stop_check(o, k) && norm <= tol) stop = true;
@@ -328,29 +335,22 @@ int main(int argc, char **argv) {
             if (norm_here) CUDA_OR_EXIT(cudaMemcpyAsync(h, l2_d, sizeof(real), cudaMemcpyDeviceToHost, stream));
             upcxx::future<> gate = upcxx::make_future();  // what the next sweep waits for on the host
             if (o.mode == halo::upcxx) {
-                // Once the sweep (and the norm's copy) is done: the norm's reduce_all, the two rows
-                // with upcxx::copy and, when both landed, a barrier: after it no PE reads the halos
-                // this iteration wrote before the next sweep, and none is still reading them.
-                // One callback starts both collectives, so every rank starts them in one order.
-                upcxx::future<real> step = heap.after(stream).then([&, h, norm_here, next]() {
-                    upcxx::future<real> sum =
-                        norm_here ? upcxx::reduce_all(*h, upcxx::op_fast_add) : upcxx::make_future(real(0));
-                    upcxx::future<> rows = upcxx::when_all(upcxx::copy(my_first[next], top_halo[next], row_cells),
-                                                           upcxx::copy(my_last[next], bottom_halo[next], row_cells))
-                                               .then([]() { return upcxx::barrier_async(); });
-                    return upcxx::when_all(sum, rows);
+                // Once the sweep (and the norm's copy) is done: the two rows with upcxx::copy (a
+                // copy may start in a callback; a collective may not). The host waits for them,
+                // then starts the norm's reduce_all and the barrier from here, in one order on
+                // every rank: after the barrier no PE reads the halos this iteration wrote before
+                // the next sweep, and none is still reading them.
+                upcxx::future<> rows = heap.after(stream).then([&, next]() {
+                    return upcxx::when_all(upcxx::copy(my_first[next], top_halo[next], row_cells),
+                                           upcxx::copy(my_last[next], bottom_halo[next], row_cells));
                 });
-                if (norm_here) pending.push_back({iter, step});
-                gate = step.then([](real) {});
+                rows.wait();
+                if (norm_here) pending.push_back({iter, upcxx::reduce_all(*h, upcxx::op_fast_add), true});
+                gate = upcxx::barrier_async();
             } else {
                 if (norm_here) {
-                    // The norm's sum over the PEs, once this rank's sweep is done; the reduce_all
-                    // calls start in iteration order on every rank (each after the last one).
-                    upcxx::future<real> sum = upcxx::when_all(heap.after(stream), reduced).then([h]() {
-                        return upcxx::reduce_all(*h, upcxx::op_fast_add);
-                    });
-                    reduced = sum.then([](real) {});
-                    pending.push_back({iter, sum});
+                    // This PE's norm, once its sweep is done; take_norms sums it over the PEs.
+                    pending.push_back({iter, heap.after(stream).then([h]() { return *h; }), false});
                 }
                 if (o.mode == halo::copy) {
                     // The rows, after the sweep in the stream's order; the barrier after them runs
