@@ -7,7 +7,16 @@ docs/gpu-results.md generated from them.
                                       one the records give (ctest: docs.gpu_results)
     scripts/gpu-results.py record OUT.json --ctest-log LOG --test-log LASTTEST --exit N \\
         --nvshmem VER --wheel NAME --upcxx "R1 R2" --ran "WHAT" [--mode M]
-                                      one run of scripts/gpu-tests.sh, as a record (it calls this)
+                                      one run of scripts/gpu-tests.sh, as a record (it calls this):
+                                      LOG is ctest's console output, LASTTEST its
+                                      Testing/Temporary/LastTest.log, N ctest's exit status.
+                                      tests and failures: ctest's summary (either form, "100% tests
+                                      passed out of 4" or "..., 0 tests failed out of 4"); checks:
+                                      the CHECK and RESULT lines that passed and the C programs'
+                                      passed checks in LASTTEST. PASS: ctest exited 0, no test
+                                      failed or was skipped, no check line FAIL. Exit 2, nothing
+                                      written: no test ran, the summary and N disagree, N is 0
+                                      without a summary, or LASTTEST is not this run's
 
 A record's fields (docs/gpu-runs/README.md): date, library, commit, machine, gpus, driver, cuda,
 nvshmem, wheel, upcxx, mode, ran, tests, checks, failures, result, notes.
@@ -50,6 +59,8 @@ def load():
             errors.append(f"docs/gpu-runs/{name}: result '{r['result']}' is not PASS or FAIL")
         if r["result"] == "PASS" and r["failures"] not in (0, None):
             errors.append(f"docs/gpu-runs/{name}: PASS with {r['failures']} failures")
+        if r["tests"] == 0:
+            errors.append(f"docs/gpu-runs/{name}: 0 tests: no test ran, nothing to record")
         r["_name"] = name
         recs.append(r)
     recs.sort(key=lambda r: (r["date"], r["_name"]), reverse=True)
@@ -102,6 +113,122 @@ def render():
     return page, new, errors
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# ctest's summary, both forms: "75% tests passed, 1 tests failed out of 4", and with no failure
+# "100% tests passed, 0 tests failed out of 4" (CMake 3.x) or "100% tests passed out of 4" (CMake 4).
+SUMMARY = re.compile(r"^(\d+)% tests passed(?:, (\d+) tests? failed)? out of (\d+)\s*$", re.M)
+NO_TESTS = re.compile(r"^No tests were found!!!", re.M)
+# After the summary: "The following tests did not run:" then "\t  3 - NAME (Skipped)" lines.
+NOT_RUN = re.compile(r"^The following tests did not run:\n((?:[ \t]+\d+ - .*\n?)+)", re.M)
+FAILED = re.compile(r"^The following tests FAILED:\n((?:[ \t]+\d+ - .*\n?)+)", re.M)
+# The programs' lines (tests/cxx/check.hpp, tests/c/uxn_test.h, examples/): CHECK lines, RESULT
+# lines, the C programs' "NAME: R ranks, C checks, F failures: passed|FAILED".
+CHECK = re.compile(r"\bCHECK rank [-0-9]+ (PASS|FAIL|SKIPPED)\b")
+RESULT = re.compile(r"\bRESULT (?:[A-Za-z0-9_.]+ )?(PASS|FAIL)\b")
+C_SUMMARY = re.compile(r": \d+ ranks, (\d+) checks, (\d+) failures: (passed|FAILED)\b")
+
+
+class Refused(Exception):
+    """A run that no record may describe."""
+
+
+def read_ctest(text):
+    """ctest's console output (what gpu-tests.sh tees): its last summary, the tests it skipped and
+    those that failed. A failing test's output (a sub-project's own ctest) comes before the summary
+    of the run, so the last summary is the run's."""
+    text = ANSI.sub("", text)
+    found = list(SUMMARY.finditer(text))
+    none = list(NO_TESTS.finditer(text))
+    if none and (not found or none[-1].start() > found[-1].start()):
+        return {"total": 0, "failed": 0, "skipped": [], "failed_names": []}
+    if not found:
+        return None
+    m = found[-1]
+    total, failed = int(m.group(3)), int(m.group(2) or 0)
+    if m.group(2) is None and m.group(1) != "100":
+        raise Refused(f"ctest's summary '{m.group(0).strip()}' counts no failed test but not 100%")
+    tail = text[m.end():]
+    def names(rx):
+        g = rx.search(tail)
+        # "\t  2 - NAME (Failed)", ctest 4 adds the test's labels after it.
+        rows = [re.match(r"^\s*\d+ - (.+? \([^()]*\))", l) for l in g.group(1).splitlines()] if g else []
+        return [r.group(1) for r in rows if r]
+    return {"total": total, "failed": failed, "skipped": names(NOT_RUN), "failed_names": names(FAILED)}
+
+
+def read_test_log(text):
+    """ctest's Testing/Temporary/LastTest.log: one block per test ("N/M Testing: NAME", then its
+    output between "Output:" and "<end of output>"). Returns the tests' names and the counts of the
+    programs' lines in their output. A sub-project's ctest run verbose (-V, as gpu-tests.sh has it)
+    prints each line of its tests as "N: LINE", and a failing test's output once more without the
+    prefix (--output-on-failure): in such an output only the prefixed lines are counted."""
+    names, blocks = [], []
+    out = None
+    for line in text.splitlines():
+        if out is not None:
+            if line == "<end of output>":
+                blocks.append(out)
+                out = None
+            else:
+                out.append(ANSI.sub("", line))
+            continue
+        m = re.match(r"^\d+/\d+ Testing: (.+)$", line)
+        if m:
+            names.append(m.group(1).strip())
+        elif line == "Output:":
+            out = []
+    if out is not None:
+        blocks.append(out)
+    c = {"PASS": 0, "FAIL": 0, "SKIPPED": 0}
+    for out in blocks:
+        verbose = [l for l in out if re.match(r"^\d+: ", l)]
+        for line in verbose or out:
+            for rx in (CHECK, RESULT):
+                for m in rx.finditer(line):
+                    c[m.group(1)] += 1
+            for m in C_SUMMARY.finditer(line):
+                c["PASS"] += int(m.group(1)) - int(m.group(2))
+                c["FAIL"] += int(m.group(2))
+    return names, c
+
+
+def judge(ctest_text, test_log_text, exit_status):
+    """What a run's logs say: tests, checks, failures, result and notes. Raises Refused when no
+    record may be written: no test ran, ctest's summary and its exit status disagree, or the test
+    log is not this run's."""
+    s = read_ctest(ctest_text)
+    if s is None:
+        if exit_status == 0:
+            raise Refused("ctest exited 0 but printed no summary ('N% tests passed ...'): "
+                          "not the log of a finished ctest run")
+        return {"tests": None, "checks": None, "failures": None, "result": "FAIL",
+                "notes": f"ctest exited {exit_status} without its summary: the run did not finish"}
+    if s["total"] == 0:
+        raise Refused("no test ran (ctest: 'No tests were found!!!'): its filter matched no test")
+    passed = s["failed"] == 0
+    if passed != (exit_status == 0):
+        raise Refused(f"ctest's summary counts {s['failed']} failed of {s['total']} but ctest exited "
+                      f"{exit_status}")
+    checks, failed_lines, notes = None, 0, []
+    if test_log_text is not None:
+        names, c = read_test_log(test_log_text)
+        if len(names) != s["total"]:
+            raise Refused(f"the test log holds {len(names)} tests, ctest's summary {s['total']}: "
+                          "not this run's log")
+        checks, failed_lines = c["PASS"], c["FAIL"]
+        if c["FAIL"]:
+            notes.append(f"{c['FAIL']} check lines FAIL")
+        if c["SKIPPED"]:
+            notes.append(f"{c['SKIPPED']} check lines SKIPPED")
+    if s["failed_names"]:
+        notes.append("failed: " + ", ".join(s["failed_names"]))
+    if s["skipped"]:
+        notes.append("did not run: " + ", ".join(s["skipped"]))
+    ok = passed and not s["skipped"] and not failed_lines
+    return {"tests": s["total"], "checks": checks, "failures": s["failed"],
+            "result": "PASS" if ok else "FAIL", "notes": "; ".join(notes)}
+
+
 def record(argv):
     import argparse
     p = argparse.ArgumentParser(prog="gpu-results.py record")
@@ -122,6 +249,21 @@ def record(argv):
         except OSError:
             return ""
 
+    def read(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    try:
+        if not os.path.exists(a.ctest_log):
+            raise Refused(f"no ctest log {a.ctest_log}")
+        test_log = read(a.test_log) if a.test_log and os.path.exists(a.test_log) else None
+        run = judge(read(a.ctest_log), test_log, a.exit)
+        if a.test_log and test_log is None and run["tests"]:
+            raise Refused(f"no test log {a.test_log}")
+    except Refused as e:
+        print(f"record: {a.out} not written: {e}")
+        return 2
+
     gpus = [l.split(",") for l in sh(["nvidia-smi", "--query-gpu=name,driver_version",
                                        "--format=csv,noheader"]).splitlines() if l.strip()]
     name = gpus[0][0].strip() if gpus else "no GPU found"
@@ -132,16 +274,6 @@ def record(argv):
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
     if commit and sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", "src", "include"]):
         commit += " with local changes"
-    with open(a.ctest_log, encoding="utf-8", errors="replace") as f:
-        ctest = f.read()
-    m2 = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", ctest)
-    tests = int(m2.group(3)) if m2 else 0
-    failures = int(m2.group(2)) if m2 else None
-    checks = None
-    if a.test_log and os.path.exists(a.test_log):
-        with open(a.test_log, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-        checks = sum(1 for l in lines if re.search(r"\b(CHECK|RESULT)\b.*\bPASS\b", l))
     rec = {
         "date": sh(["date", "-u", "+%Y-%m-%d"]),
         "library": version,
@@ -155,16 +287,19 @@ def record(argv):
         "upcxx": ", ".join(a.upcxx.split()),
         "mode": a.mode,
         "ran": a.ran,
-        "tests": tests,
-        "checks": checks,
-        "failures": failures,
-        "result": "PASS" if a.exit == 0 and failures == 0 and tests > 0 else "FAIL",
+        "tests": run["tests"],
+        "checks": run["checks"],
+        "failures": run["failures"],
+        "result": run["result"],
     }
+    if run["notes"]:
+        rec["notes"] = run["notes"]
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:
         json.dump(rec, f, indent=2)
         f.write("\n")
     print(f"record: {a.out} ({rec['result']}: {counts(rec)})")
+    return 0
 
 
 def main():
