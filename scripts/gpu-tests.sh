@@ -47,7 +47,10 @@ rc=0
 : > "$OUTDIR/summary.txt"
 for NV in "${homes[@]}"; do
   nvver=$(uxn_nvshmem_version "$NV")
-  B="$OUTDIR/nvshmem-$nvver"
+  # Two homes of one release (the cu12 and the cu13 wheel of 3.8.0) get build folders of their own.
+  B="$OUTDIR/nvshmem-$nvver"; n=2
+  while [[ " ${used_builds:-} " == *" $B "* ]]; do B="$OUTDIR/nvshmem-$nvver-$n"; n=$((n + 1)); done
+  used_builds="${used_builds:-} $B"
   echo; echo "== NVSHMEM $nvver ($NV)"
   releases="${UXN_RELEASES:-${UXN_UPCXX_RELEASES[*]}}"
   cmake -S tests -B "$B/suite" -DUXN_GPU=ON -DUXN_PREFIX="$PREFIX" -DUXN_UPCXX_ROOT="$OUTDIR/upcxx" \
@@ -75,7 +78,9 @@ PY
   python3 scripts/gpu-results.py record "$RECORD_DIR/$(date -u +%Y-%m-%d)-nvshmem-$nvver-$(date -u +%H%M%S).json" \
     --ctest-log "$B.ctest.log" --test-log "$B/suite/Testing/Temporary/LastTest.log" --exit "$st" \
     --nvshmem "$nvver" --wheel "$wheel" --upcxx "$releases" \
-    --ran "scripts/gpu-tests.sh: ctest -L gpu${*:+ $*}" | tee -a "$OUTDIR/summary.txt"
+    --ran "scripts/gpu-tests.sh: ctest -L gpu${*:+ $*}" 2>&1 | tee -a "$OUTDIR/summary.txt"
+  # A record refused (no test ran, or the log contradicts the exit status) fails the script too.
+  [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 done
 cat "$OUTDIR/summary.txt"
 exit "$rc"
