@@ -489,8 +489,8 @@ void upcxx_extra_nvshmem_engine_free(struct upcxx_extra_nvshmem_engine_t *e);
  * Statuses: OK; NULL_ARGUMENT (`engine`, `copy`, `ticket`, or an end of a copy of > 0 bytes);
  * INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM); CUDA_ERROR (the driver refused the copy:
  * nothing was copied; the last error names the bytes, the ranks and the driver's error);
- * STREAM_CAPTURE (ON_STREAM on a stream being captured); ENGINE_CLOSED; FORKED. On an error
- * there is no ticket. Thread safety: any thread.
+ * STREAM_CAPTURE (ON_STREAM or AFTER_STREAM on a stream being captured into a CUDA graph);
+ * ENGINE_CLOSED; FORKED. On an error there is no ticket. Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_copy(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                   const struct upcxx_extra_nvshmem_engine_copy_t *copy,
@@ -520,10 +520,12 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_flush(const struct 
  * (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999, `CUDA_ERROR_UNKNOWN`, for
  * a ticket it never issued or already settled on a caller's stream).
  * Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
- * caller's slot for this ticket, 0 at first (NULL: none): the polls of many tickets run back to
- * back ask the GPU once per round instead of once per ticket. Never blocks.
+ * caller's slot for this ticket, 0 at first: the polls of many tickets run back to back ask the
+ * GPU once per round instead of once per ticket (a ticket that landed answers without asking,
+ * so polling it again hides no other); NULL: no slot, every poll asks the GPU. Never blocks.
  *
- * Statuses: OK; NULL_ARGUMENT (`engine`, `result`). Thread safety: any thread.
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `result`); FORKED (a fork() child: nothing reaches
+ * CUDA, `*result` is not written). Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_poll(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                   uint64_t ticket,
@@ -536,7 +538,9 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_poll(const struct u
  * REPORT (failed; a wait, or the engine is closed). A failure's text (the first since the last
  * `engine_take_error`) names `copy`'s bytes and ranks (NULL: none).
  *
- * Statuses: OK; NULL_ARGUMENT (`engine`, `settled`). Thread safety: any thread.
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` 600, a ticket
+ * not over, never issued, or settled already: a failed copy or a caller's stream's ticket
+ * settled twice; nothing changes); FORKED (a fork() child). Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_complete(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                       uint64_t ticket,
@@ -572,8 +576,9 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_close(const struct 
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_reopen(const struct upcxx_extra_nvshmem_engine_t *e);
 
 /**
- * Closes the engine, waits until every copy issued has landed, and releases the stream and the
- * events; polls still answer. `*unredone` (NULL: not asked): how many copies failed and were not
+ * Closes the engine, marks every stream ticket done (a stream waiting for one goes on), waits
+ * until every copy issued has landed, and releases the stream and the events; polls still
+ * answer. `*unredone` (NULL: not asked): how many copies failed and were not
  * redone. In a fork() child: only closes. Statuses: OK; NULL_ARGUMENT (`engine`). Thread safety:
  * any thread.
  */
@@ -617,7 +622,8 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_new(const st
                                                                         uint32_t *ticket);
 
 /**
- * The work of ticket `ticket` (`engine_ticket_new`) is over. Statuses: OK; NULL_ARGUMENT.
+ * The work of ticket `ticket` (`engine_ticket_new`) is over (once per ticket). Statuses: OK;
+ * NULL_ARGUMENT; INVALID_ARGUMENT (a ticket never issued, or done already: nothing changes).
  * Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_ticket_done(const struct upcxx_extra_nvshmem_engine_t *e,

@@ -3,6 +3,10 @@
 //! or a stand-in's refusal) reported with its bytes and ranks. Its copies on a GPU are tested by
 //! the C++ layer's copy tests (tests/cxx, the stand-in in CI, the GPU host) and by the C example
 //! (examples/engine_copy.c); its protocol by the loom model (tests/loom/tests/engine_model.rs).
+//!
+//! The tests named `standin_*` need a CUDA driver: the test suite runs this file a second time
+//! over the CUDA stand-in (`rust.api_engine_standin`: `LD_LIBRARY_PATH` at its `libcuda.so.1`,
+//! `UXN_REQUIRE_CUDA=1`); under a plain `cargo test` without a driver they say so and pass.
 
 use std::ffi::CStr;
 use std::ptr::{null, null_mut};
@@ -94,8 +98,26 @@ fn handle_life_and_argument_checks() {
         }
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, 600, null(), &mut settled), Status::InvalidArgument);
         assert!(last().contains("not over"), "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, 0, null(), &mut settled), Status::Ok);
-        assert_eq!(settled, EngineSettled::Landed);
+        // Settling a ticket never issued is misuse, whatever result the caller passes.
+        for (never, result) in [(5, 0), (5, 999), (0, 0), ((1 << 63) | 7, 0), ((1 << 63) | 7, 999)] {
+            settled = EngineSettled::Landed;
+            assert_eq!(upcxx_extra_nvshmem_engine_complete(e, never, result, null(), &mut settled), Status::InvalidArgument);
+            assert!(last().contains("never issued"), "{}", last());
+        }
+
+        // A stream ticket never issued (none is yet) is refused, and does not make the next
+        // ticket born done; a ticket is done once.
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, 1), Status::InvalidArgument);
+        assert!(last().contains("never issued"), "{}", last());
+        let mut t0 = 0u32;
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut t0), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(e, t0, &mut b), Status::Ok);
+        assert!(!b, "a new stream ticket was born done");
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, t0.wrapping_add(1)), Status::InvalidArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, t0), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, t0), Status::InvalidArgument, "a ticket done twice");
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(e, 0, &mut b), Status::Ok);
+        assert!(b);
 
         // Stream tickets done out of order: the later waits for the earlier.
         let (mut t1, mut t2) = (0u32, 0u32);
@@ -103,6 +125,7 @@ fn handle_life_and_argument_checks() {
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut t2), Status::Ok);
         assert_eq!(t2, t1 + 1);
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, t2), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, t2), Status::InvalidArgument, "done twice, out of order");
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(e, t2, &mut b), Status::Ok);
         assert!(!b, "a ticket done before an earlier one counted as done");
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(e, 0, &mut b), Status::Ok);
@@ -120,9 +143,10 @@ fn handle_life_and_argument_checks() {
         assert_eq!(upcxx_extra_nvshmem_engine_reopen(e), Status::Ok);
 
         // No GPU here: the copy is refused at the call (nothing was issued), and the message
-        // names the copy.
-        let s = upcxx_extra_nvshmem_engine_copy(e, &one, &mut t);
-        if s != Status::Ok {
+        // names the copy. (Over the stand-in its made-up addresses would be copied: not tried.)
+        let mut devices = 0;
+        if upcxx_extra_nvshmem_cuda_devices(&mut devices, null_mut()) != Status::Ok {
+            let s = upcxx_extra_nvshmem_engine_copy(e, &one, &mut t);
             assert_eq!(s, Status::CudaError);
             assert!(last().contains("copy of 8 bytes from rank 0 to rank 1"), "{}", last());
         }
@@ -142,5 +166,157 @@ fn statuses_of_the_engine_have_names() {
         assert_eq!(s.name(), name);
         let d = unsafe { CStr::from_ptr(upcxx_extra_nvshmem_strerror(s as i32)) }.to_str().unwrap();
         assert_ne!(d, "unknown status");
+    }
+}
+
+/// Whether a CUDA driver (the stand-in in the test suite) is loaded; `UXN_REQUIRE_CUDA=1` makes
+/// its absence a failure.
+fn driver() -> bool {
+    let mut n = 0;
+    let ok = unsafe { upcxx_extra_nvshmem_cuda_devices(&mut n, null_mut()) } == Status::Ok && n > 0;
+    if !ok {
+        assert!(std::env::var_os("UXN_REQUIRE_CUDA").is_none(), "UXN_REQUIRE_CUDA is set and no CUDA driver is loaded: {}", last());
+        eprintln!("skipped: no CUDA driver in this process (the test suite runs it over the stand-in)");
+    }
+    ok
+}
+
+/// Polls `t` (through slot `asked`, or none) until it is over; None after 10 s.
+fn poll_until_over(e: *const EngineHandle, t: u64, asked: *mut u64) -> Option<i32> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < until {
+        let mut r = -1;
+        assert_eq!(unsafe { upcxx_extra_nvshmem_engine_poll(e, t, asked, &mut r) }, Status::Ok);
+        if r != 600 {
+            return Some(r);
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    None
+}
+
+fn copy_of(src: &[u8], dst: &mut [u8], flags: u32) -> EngineCopy {
+    EngineCopy {
+        dst: dst.as_mut_ptr().cast(),
+        src: src.as_ptr().cast(),
+        bytes: src.len(),
+        src_rank: 0,
+        dst_rank: 1,
+        flags,
+        stream: null_mut(),
+    }
+}
+
+/// `asked` NULL (no slot) asks the GPU at every poll: the copy is seen landing.
+#[test]
+fn standin_poll_without_a_slot_sees_the_copy_land() {
+    if !driver() {
+        return;
+    }
+    let e = new_engine(0);
+    let (src, mut dst) = (vec![7u8; 4096], vec![0u8; 4096]);
+    let c = copy_of(&src, &mut dst, 0);
+    let mut t = 0;
+    assert_eq!(unsafe { upcxx_extra_nvshmem_engine_copy(e, &c, &mut t) }, Status::Ok, "{}", last());
+    assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "a poll with asked NULL never saw the copy land");
+    assert!(dst.iter().all(|&b| b == 7));
+    unsafe { upcxx_extra_nvshmem_engine_free(e) };
+}
+
+/// Round after round, a landed ticket polled first (a caller that polls it again before it
+/// settles it) does not hide the ticket polled after it.
+#[test]
+fn standin_a_landed_ticket_polled_again_hides_no_other() {
+    if !driver() {
+        return;
+    }
+    let e = new_engine(0);
+    let (src, mut d1, mut d2) = (vec![5u8; 4096], vec![0u8; 4096], vec![0u8; 4096]);
+    let (mut a, mut b, mut slot_a, mut slot_b) = (0, 0, 0u64, 0u64);
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &copy_of(&src, &mut d1, 0), &mut a), Status::Ok, "{}", last());
+        assert_eq!(poll_until_over(e, a, &mut slot_a), Some(0));
+        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &copy_of(&src, &mut d2, 0), &mut b), Status::Ok, "{}", last());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut rb = 600;
+        while rb == 600 && std::time::Instant::now() < until {
+            let mut ra = -1;
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, a, &mut slot_a, &mut ra), Status::Ok);
+            assert_eq!(ra, 0, "a landed ticket changed its answer");
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, b, &mut slot_b, &mut rb), Status::Ok);
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        assert_eq!(rb, 0, "the second ticket was never seen landing while a landed one was polled before it");
+        upcxx_extra_nvshmem_engine_free(e);
+    }
+}
+
+/// A failed copy (injected) is settled once: a second engine_complete is refused, and drain's
+/// count of copies not redone stays right.
+#[test]
+fn standin_a_failed_ticket_is_settled_once() {
+    if !driver() {
+        return;
+    }
+    let e = new_engine(0);
+    let (src, mut dst) = (vec![1u8; 64], vec![0u8; 64]);
+    let c = copy_of(&src, &mut dst, EngineFlag::InjectFailure as u32);
+    let (mut t, mut settled, mut unredone, mut slot) = (0, EngineSettled::Landed, 7u64, 0u64);
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
+        let r = poll_until_over(e, t, &mut slot).expect("the failed copy never ended");
+        assert_eq!(r, 999);
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::Ok);
+        assert_eq!(settled, EngineSettled::Redo);
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::InvalidArgument);
+        assert!(last().contains("settled already"), "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::CudaError);
+        assert_eq!(upcxx_extra_nvshmem_engine_drain(e, &mut unredone), Status::Ok);
+        assert_eq!(unredone, 0, "drain counted the copy redone twice, or not at all");
+        upcxx_extra_nvshmem_engine_free(e);
+    }
+}
+
+/// In a fork() child every call that would reach CUDA says FORKED, poll included (a batch is
+/// pending in the parent: a poll that reached the driver would launch it there); the parent's
+/// copy lands as if nothing happened.
+#[test]
+fn standin_fork_child_polls_say_forked() {
+    if !driver() {
+        return;
+    }
+    let e = new_engine(4096);
+    let (src, mut dst) = (vec![9u8; 64], vec![0u8; 64]);
+    let c = copy_of(&src, &mut dst, EngineFlag::DeviceEnds as u32);
+    let mut t = 0;
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
+        let pid = libc::fork();
+        assert!(pid >= 0);
+        if pid == 0 {
+            // The child: no panic, no allocation that may deadlock; the exit code says what failed.
+            let (mut r, mut asked, mut settled) = (-1, 0u64, EngineSettled::Landed);
+            let mut code = 0;
+            if upcxx_extra_nvshmem_engine_poll(e, t, &mut asked, &mut r) != Status::Forked || r != -1 {
+                code |= 1;
+            }
+            if upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r) != Status::Forked || r != -1 {
+                code |= 2;
+            }
+            if upcxx_extra_nvshmem_engine_complete(e, t, 3, &c, &mut settled) != Status::Forked {
+                code |= 4;
+            }
+            if upcxx_extra_nvshmem_engine_flush(e) != Status::Forked || upcxx_extra_nvshmem_engine_wait_all(e) != Status::Forked {
+                code |= 8;
+            }
+            libc::_exit(code);
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        assert!(libc::WIFEXITED(status), "the fork() child did not exit");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "fork() child: bit 1/2 poll, 4 complete, 8 flush/wait_all did not say FORKED");
+        assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "the parent's batched copy");
+        assert!(dst.iter().all(|&b| b == 9));
+        upcxx_extra_nvshmem_engine_free(e);
     }
 }

@@ -163,8 +163,8 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_free(e: *mut EngineHandle) {
 /// Statuses: OK; NULL_ARGUMENT (`engine`, `copy`, `ticket`, or an end of a copy of > 0 bytes);
 /// INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM); CUDA_ERROR (the driver refused the copy:
 /// nothing was copied; the last error names the bytes, the ranks and the driver's error);
-/// STREAM_CAPTURE (ON_STREAM on a stream being captured); ENGINE_CLOSED; FORKED. On an error
-/// there is no ticket. Thread safety: any thread.
+/// STREAM_CAPTURE (ON_STREAM or AFTER_STREAM on a stream being captured into a CUDA graph);
+/// ENGINE_CLOSED; FORKED. On an error there is no ticket. Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy(e: *const EngineHandle, copy: *const EngineCopy, ticket: *mut u64) -> Status {
@@ -209,10 +209,12 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_flush(e: *const EngineHandle) -> St
 /// (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999, `CUDA_ERROR_UNKNOWN`, for
 /// a ticket it never issued or already settled on a caller's stream).
 /// Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
-/// caller's slot for this ticket, 0 at first (NULL: none): the polls of many tickets run back to
-/// back ask the GPU once per round instead of once per ticket. Never blocks.
+/// caller's slot for this ticket, 0 at first: the polls of many tickets run back to back ask the
+/// GPU once per round instead of once per ticket (a ticket that landed answers without asking,
+/// so polling it again hides no other); NULL: no slot, every poll asks the GPU. Never blocks.
 ///
-/// Statuses: OK; NULL_ARGUMENT (`engine`, `result`). Thread safety: any thread.
+/// Statuses: OK; NULL_ARGUMENT (`engine`, `result`); FORKED (a fork() child: nothing reaches
+/// CUDA, `*result` is not written). Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_poll(
@@ -223,11 +225,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_poll(
 ) -> Status {
     let eng = engine(e)?;
     nonnull(result, "result")?;
-    let mut slot = 0u64;
     // SAFETY: the caller's slot, or NULL.
     #[allow(unsafe_code)]
-    let a = if asked.is_null() { &mut slot } else { unsafe { &mut *asked } };
-    write(result, eng.poll(ticket, a));
+    let a = if asked.is_null() { None } else { Some(unsafe { &mut *asked }) };
+    write(result, eng.poll(ticket, a)?);
     Ok(())
 }
 
@@ -236,7 +237,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_poll(
 /// REPORT (failed; a wait, or the engine is closed). A failure's text (the first since the last
 /// `engine_take_error`) names `copy`'s bytes and ranks (NULL: none).
 ///
-/// Statuses: OK; NULL_ARGUMENT (`engine`, `settled`). Thread safety: any thread.
+/// Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` 600, a ticket
+/// not over, never issued, or settled already: a failed copy or a caller's stream's ticket
+/// settled twice; nothing changes); FORKED (a fork() child). Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_complete(
@@ -262,7 +265,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_complete(
     }
     write(
         settled,
-        match eng.complete(ticket, result, &what) {
+        match eng.complete(ticket, result, &what)? {
             Settled::Landed => EngineSettled::Landed,
             Settled::Redo => EngineSettled::Redo,
             Settled::Report => EngineSettled::Report,
@@ -309,8 +312,9 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_reopen(e: *const EngineHandle) -> S
     Ok(())
 }
 
-/// Closes the engine, waits until every copy issued has landed, and releases the stream and the
-/// events; polls still answer. `*unredone` (NULL: not asked): how many copies failed and were not
+/// Closes the engine, marks every stream ticket done (a stream waiting for one goes on), waits
+/// until every copy issued has landed, and releases the stream and the events; polls still
+/// answer. `*unredone` (NULL: not asked): how many copies failed and were not
 /// redone. In a fork() child: only closes. Statuses: OK; NULL_ARGUMENT (`engine`). Thread safety:
 /// any thread.
 #[unsafe(no_mangle)]
@@ -377,13 +381,13 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_ticket_new(e: *const EngineH
     Ok(())
 }
 
-/// The work of ticket `ticket` (`engine_ticket_new`) is over. Statuses: OK; NULL_ARGUMENT.
+/// The work of ticket `ticket` (`engine_ticket_new`) is over (once per ticket). Statuses: OK;
+/// NULL_ARGUMENT; INVALID_ARGUMENT (a ticket never issued, or done already: nothing changes).
 /// Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub extern "C" fn upcxx_extra_nvshmem_engine_ticket_done(e: *const EngineHandle, ticket: u32) -> Status {
-    engine(e)?.ticket_done(ticket);
-    Ok(())
+    engine(e)?.ticket_done(ticket)
 }
 
 /// `*done`: whether ticket `ticket` is done (`ticket` 0: whether every ticket is). Statuses: OK;

@@ -209,6 +209,7 @@ struct State {
     tickets_done: u32,
     tickets_out_of_order: Vec<u32>,
     released: bool,
+    settled_failed: std::collections::HashSet<u64>, // failed copies of the engine's stream settled (complete)
 }
 
 /// The copy engine of one device. Every method may be called from any thread.
@@ -222,6 +223,10 @@ pub struct Engine<G: Gpu> {
     fast: AtomicUsize,
     batched: AtomicUsize,
     state: Mutex<State>,
+}
+
+fn unknown_ticket(t: u64) -> Error {
+    Error::new(Status::InvalidArgument, format!("ticket {t} was never issued by this engine, or was settled already"))
 }
 
 fn closed_error() -> Error {
@@ -287,6 +292,9 @@ impl<G: Gpu> Engine<G> {
         if r.flags & ON_STREAM != 0 && r.flags & AFTER_STREAM != 0 {
             return Err(Error::new(Status::InvalidArgument, "a copy is on a stream or after one, not both"));
         }
+        if r.flags & (ON_STREAM | AFTER_STREAM) != 0 {
+            self.check_stream(r.stream)?;
+        }
         let t = if r.flags & ON_STREAM != 0 { self.issue_on_stream(r)? } else { self.issue(r)? };
         self.fast.fetch_add(1, Ordering::Relaxed);
         Ok(t)
@@ -344,7 +352,6 @@ impl<G: Gpu> Engine<G> {
     }
 
     fn issue_on_stream(&self, r: &CopyReq) -> Result<u64> {
-        self.check_stream(r.stream)?;
         if self.gpu.stream_device(r.stream) != self.device {
             // On the engine's stream after the caller's work; the caller's stream waits for it.
             let seq = self.issue(&CopyReq { flags: (r.flags & !ON_STREAM) & !DEVICE_ENDS | AFTER_STREAM, ..*r })?;
@@ -434,21 +441,13 @@ impl<G: Gpu> Engine<G> {
     }
 
     /// Under the lock: the heap's stream waits for the work queued on `after` so far, on the GPU.
+    /// The event is recorded where [`Engine::after`]'s is (the calling thread's context, else
+    /// that of `after`'s device): a stream of another device is ordered on the GPU too.
     fn order_after(&self, st: &State, after: Handle) -> Code {
         let stream = st.stream.unwrap_or(0);
-        let mut ev = 0;
-        for ctx in [None, Some(self.device)] {
-            if let Ok(e) = self.gpu.event_create(ctx) {
-                if self.gpu.event_record(e, after, ctx).is_ok() {
-                    ev = e;
-                    break;
-                }
-                self.gpu.event_destroy(e);
-            }
-        }
-        if ev == 0 {
+        let Ok(ev) = self.record_on(after) else {
             return self.gpu.stream_synchronize(after, None).err().unwrap_or(SUCCESS);
-        }
+        };
         let r = self.gpu.stream_wait_event(stream, ev, Some(self.device)).err().unwrap_or(SUCCESS);
         self.gpu.event_destroy(ev); // the driver releases it once the wait is satisfied
         r
@@ -626,21 +625,33 @@ impl<G: Gpu> Engine<G> {
     /// gives the same answer until [`Engine::complete`]. `asked`: the caller's slot for this
     /// ticket (0 at first): the polls of a flood, run back to back, ask CUDA once per round and
     /// the others, covered by a pending mark, take `NOT_READY` until each comes round again.
-    pub fn poll(&self, t: u64, asked: &mut u64) -> Code {
+    ///
+    /// `asked` `None`: no slot, CUDA is asked at every poll. A ticket that landed answers from
+    /// what the engine knows and starts no round (polling it again never hides the others).
+    /// `Err(Forked)` in a fork() child: nothing reaches CUDA there.
+    pub fn poll(&self, t: u64, asked: Option<&mut u64>) -> Result<Code> {
+        self.refuse_forked()?;
         if t & EVENT_TICKET != 0 {
-            return self.poll_watched(t);
+            return Ok(self.poll_watched(t));
         }
         let mut st = self.lock();
         if t == 0 || t > st.issued {
-            return UNKNOWN; // never issued: nothing to wait for
+            return Ok(UNKNOWN); // never issued: nothing to wait for
         }
-        if t > st.landed && *asked != st.asked && st.marks.back().is_some_and(|m| m.through >= t) {
+        if t <= st.landed {
+            return Ok(Self::failed_in(&st, t));
+        }
+        if let Some(asked) = asked {
+            if *asked != st.asked && st.marks.back().is_some_and(|m| m.through >= t) {
+                *asked = st.asked;
+                return Ok(NOT_READY);
+            }
+            st.asked += 1;
             *asked = st.asked;
-            return NOT_READY;
+        } else {
+            st.asked += 1;
         }
-        st.asked += 1;
-        *asked = st.asked;
-        self.outcome_of(&mut st, t)
+        Ok(self.outcome_of(&mut st, t))
     }
 
     fn poll_watched(&self, t: u64) -> Code {
@@ -672,12 +683,35 @@ impl<G: Gpu> Engine<G> {
     /// first one's text for [`Engine::take_error`]) and, while the engine is open and the
     /// ticket is a copy, the caller is to redo it: [`Settled::Redo`]. `what` names the copy in
     /// the text.
-    pub fn complete(&self, t: u64, e: Code, what: &CopyReq) -> Settled {
-        if e == SUCCESS && t & EVENT_TICKET == 0 {
-            return Settled::Landed; // nothing kept for a landed copy of the engine's stream
-        }
+    ///
+    /// `Err(InvalidArgument)` for a ticket never issued, one settled already (a failed copy's, a
+    /// caller's stream's), or one not over; `Err(Forked)` in a fork() child.
+    pub fn complete(&self, t: u64, e: Code, what: &CopyReq) -> Result<Settled> {
+        self.refuse_forked()?;
         let mut st = self.lock();
-        let w = if t & EVENT_TICKET != 0 { st.watched.remove(&t) } else { None };
+        let w = if t & EVENT_TICKET != 0 {
+            match st.watched.remove(&t) {
+                Some(w) => Some(w),
+                None => return Err(unknown_ticket(t)),
+            }
+        } else {
+            if t == 0 || t > st.issued {
+                return Err(unknown_ticket(t));
+            }
+            if t > st.landed {
+                return Err(Error::new(Status::InvalidArgument, format!("ticket {t} is not over (its copy has not landed)")));
+            }
+            if e == SUCCESS {
+                return Ok(Settled::Landed); // nothing kept for a landed copy of the engine's stream
+            }
+            if Self::failed_in(&st, t) != SUCCESS {
+                if st.settled_failed.contains(&t) {
+                    return Err(Error::new(Status::InvalidArgument, format!("ticket {t} was settled already")));
+                }
+                st.settled_failed.insert(t);
+            }
+            None
+        };
         if let Some(w) = &w
             && w.event != 0
             && !self.forked()
@@ -685,7 +719,7 @@ impl<G: Gpu> Engine<G> {
             self.gpu.event_destroy(w.event); // never settled (the caller gave up on it)
         }
         if e == SUCCESS {
-            return Settled::Landed;
+            return Ok(Settled::Landed);
         }
         let is_wait = w.as_ref().is_some_and(|w| w.is_wait);
         // Named from the outcome the engine learned from the GPU (the caller's `e` is only a
@@ -699,11 +733,11 @@ impl<G: Gpu> Engine<G> {
                      regardless"
                 );
             }
-            return Settled::Report;
+            return Ok(Settled::Report);
         }
         let redo = !self.closed.load(Ordering::SeqCst);
-        if let Some(f) = st.failures.iter_mut().find(|f| t >= f.first && t <= f.last)
-            && t & EVENT_TICKET == 0
+        if t & EVENT_TICKET == 0
+            && let Some(f) = st.failures.iter_mut().find(|f| t >= f.first && t <= f.last)
         {
             f.redone += u64::from(redo);
         }
@@ -720,7 +754,7 @@ impl<G: Gpu> Engine<G> {
                 if redo { "; settled REDO (to be redone another way)" } else { "; the engine was closed, so it was only reported" }
             );
         }
-        if redo { Settled::Redo } else { Settled::Report }
+        Ok(if redo { Settled::Redo } else { Settled::Report })
     }
 
     /// The first failure since the last call ("" when none).
@@ -763,8 +797,9 @@ impl<G: Gpu> Engine<G> {
         }
     }
 
-    /// Closes the engine, waits until every copy issued so far has landed, and releases the
-    /// stream and the pooled events (polls still answer). Returns how many failed copies were
+    /// Closes the engine, releases the stream tickets not done (the streams waiting for them go
+    /// on), waits until every copy issued so far has landed, and releases the stream and the
+    /// pooled events (polls still answer). Returns how many failed copies were
     /// not redone (their completions do not mean the bytes landed). In a fork() child: closes
     /// only, touching no CUDA object and no lock.
     pub fn drain(&self) -> u64 {
@@ -778,6 +813,15 @@ impl<G: Gpu> Engine<G> {
             return 0;
         }
         st.released = true;
+        // A stream ticket still pending (UPC++ progress will not come: its copy is over or
+        // abandoned) is released here, so no stream waits for it and no wait below hangs.
+        if st.tickets_done != st.tickets_issued {
+            st.tickets_done = st.tickets_issued;
+            st.tickets_out_of_order.clear();
+            if let Some((host, _)) = st.flag {
+                write_word(host, st.tickets_done);
+            }
+        }
         self.wait_watched(&st);
         let Some(stream) = st.stream else { return 0 };
         if !planted::on(planted::DRAIN_BEFORE_IDLE) {
@@ -801,8 +845,18 @@ impl<G: Gpu> Engine<G> {
 
     /// Ticket `t` is done: the word the waiting streams read advances over every ticket done in
     /// issue order.
-    pub fn ticket_done(&self, t: u32) {
+    /// `Err(InvalidArgument)` for a ticket [`Engine::stream_ticket`] never gave, or one done
+    /// already: nothing changes.
+    pub fn ticket_done(&self, t: u32) -> Result<()> {
         let mut st = self.lock();
+        // Issued and not done: done < t <= issued, in wrapping order.
+        let ahead = t.wrapping_sub(st.tickets_done);
+        if ahead == 0 || ahead > st.tickets_issued.wrapping_sub(st.tickets_done) || st.tickets_out_of_order.contains(&t) {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("stream ticket {t} was never issued by this engine, or is done already (ticket_done once per ticket_new)"),
+            ));
+        }
         st.tickets_out_of_order.push(t);
         let mut moved = true;
         while moved {
@@ -821,6 +875,7 @@ impl<G: Gpu> Engine<G> {
         if let Some((host, _)) = st.flag {
             write_word(host, st.tickets_done);
         }
+        Ok(())
     }
 
     /// Whether a ticket is not done yet.

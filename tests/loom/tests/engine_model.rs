@@ -7,7 +7,10 @@
 //! - the engine's stream runs its copies in issue order (a pending batch goes first);
 //! - drain() returns with nothing left on the stream it destroys, every copy run;
 //! - a failed batch launch falls back to one copy each, every ticket landing;
-//! - in a fork() child nothing reaches the GPU.
+//! - in a fork() child nothing reaches the GPU;
+//! - a copy on a caller's stream behind a stream ticket (a copy_on_stream that is upcxx::copy)
+//!   runs once the ticket is done, by whichever host thread, and its ticket and an after()
+//!   behind it land; drain() releases a ticket nothing will mark done instead of hanging.
 //!
 //! tests/engine_bugs.rs turns on each of the engine's planted bugs (`engine_core::planted`) and
 //! checks that these scenarios catch it.
@@ -49,4 +52,14 @@ fn failed_launch_falls_back_to_copies() {
 #[test]
 fn two_host_threads_issue_and_poll() {
     scenario_two_threads();
+}
+
+#[test]
+fn stream_ticket_released_by_another_thread() {
+    scenario_ticket_released_by_another_thread();
+}
+
+#[test]
+fn drain_releases_pending_stream_tickets() {
+    scenario_drain_releases_tickets();
 }

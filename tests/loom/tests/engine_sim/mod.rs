@@ -4,7 +4,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use upcxx_extra_nvshmem_loom::engine_core::{
-    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, SUCCESS, Settled,
+    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled,
 };
 use upcxx_extra_nvshmem_loom::error::Status;
 
@@ -14,6 +14,8 @@ enum Op {
     Batch(Vec<usize>),
     /// Runs once stream `.0` has run `.1` operations.
     Wait(usize, usize),
+    /// Runs once the mapped word (the engine's stream tickets done) is at least `.0`.
+    WaitValue(u32),
 }
 
 #[derive(Default)]
@@ -30,6 +32,8 @@ struct Sim {
     events: Vec<Option<(usize, usize)>>,
     /// The copies run, in order (a copy is named by its source address).
     ran: Vec<usize>,
+    /// The mapped word's value when each copy of `ran` ran.
+    word_at_run: Vec<u32>,
     /// Launches to refuse.
     refuse_launches: u32,
     /// Calls that reached the GPU.
@@ -47,6 +51,9 @@ pub struct ModelGpu {
     inline: bool,
     generation: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
+    /// The word of "mapped host memory" the engine writes its tickets done into (the host
+    /// writes it with a plain std atomic, as the library does).
+    word: &'static std::sync::atomic::AtomicU32,
 }
 
 impl ModelGpu {
@@ -58,6 +65,7 @@ impl ModelGpu {
             inline: false,
             generation: Arc::new(AtomicU32::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
+            word: Box::leak(Box::new(std::sync::atomic::AtomicU32::new(0))),
         }
     }
 
@@ -75,8 +83,10 @@ impl ModelGpu {
             if st.done == st.ops.len() {
                 continue;
             }
+            let word = self.word.load(std::sync::atomic::Ordering::Acquire);
             let ready = match &st.ops[st.done] {
                 Op::Wait(o, upto) => s.streams[*o].done >= *upto,
+                Op::WaitValue(v) => word.wrapping_sub(*v) as i32 >= 0,
                 _ => true,
             };
             if !ready {
@@ -84,11 +94,18 @@ impl ModelGpu {
             }
             let at = s.streams[i].done;
             let op = std::mem::replace(&mut s.streams[i].ops[at], Op::Batch(Vec::new()));
-            match op {
-                Op::Copy(id) => s.ran.push(id),
-                Op::Batch(ids) => s.ran.extend(ids),
-                Op::Wait(..) => {}
-            }
+            let n = match op {
+                Op::Copy(id) => {
+                    s.ran.push(id);
+                    1
+                }
+                Op::Batch(ids) => {
+                    s.ran.extend(&ids);
+                    ids.len()
+                }
+                Op::Wait(..) | Op::WaitValue(_) => 0,
+            };
+            s.word_at_run.extend(std::iter::repeat_n(word, n));
             s.streams[i].done += 1;
             return true;
         }
@@ -121,6 +138,11 @@ impl ModelGpu {
 
     pub fn ran(&self) -> Vec<usize> {
         self.sim.lock().unwrap().ran.clone()
+    }
+    /// The mapped word's value when copy `id` ran (None: it did not run).
+    pub fn word_when_ran(&self, id: usize) -> Option<u32> {
+        let s = self.sim.lock().unwrap();
+        s.ran.iter().position(|&r| r == id).map(|i| s.word_at_run[i])
     }
     pub fn busy_destroys(&self) -> usize {
         self.sim.lock().unwrap().busy_destroys
@@ -212,10 +234,13 @@ impl Gpu for ModelGpu {
         1
     }
     fn mapped_word(&self, _device: i32) -> Result<(usize, usize), Code> {
-        Err(999)
+        let a = self.word as *const _ as usize;
+        Ok((a, a))
     }
-    fn stream_wait_value32(&self, _device: i32, _s: Handle, _addr: usize, _value: u32) -> Result<(), String> {
-        Err("the model has no wait on a value".to_string())
+    fn stream_wait_value32(&self, _device: i32, st: Handle, addr: usize, value: u32) -> Result<(), String> {
+        assert_eq!(addr, self.word as *const _ as usize, "a wait on a word the model did not map");
+        self.with(|s| s.streams[st].ops.push(Op::WaitValue(value)));
+        Ok(())
     }
     fn result_name(&self, c: Code) -> String {
         format!("model error {c}")
@@ -260,11 +285,12 @@ fn req(id: usize, bytes: usize, flags: u32) -> CopyReq {
 fn wait_landed(e: &Engine<ModelGpu>, g: &ModelGpu, t: u64, id: usize) -> Result<(), String> {
     let mut asked = 0;
     loop {
-        let r = e.poll(t, &mut asked);
+        let r = e.poll(t, Some(&mut asked)).map_err(|x| format!("polling copy {id}: {x:?}"))?;
         if r != NOT_READY {
             check(r == SUCCESS, format!("copy {id} failed ({r})"))?;
             check(g.ran().contains(&id), format!("copy {id} was reported landed before it ran"))?;
-            return check(e.complete(t, r, &req(id, 0, 0)) == Settled::Landed, format!("copy {id} did not settle as landed"));
+            let settled = e.complete(t, r, &req(id, 0, 0)).map_err(|x| format!("settling copy {id}: {x:?}"))?;
+            return check(settled == Settled::Landed, format!("copy {id} did not settle as landed"));
         }
         thread::yield_now();
     }
@@ -391,5 +417,61 @@ pub fn scenario_two_threads() {
         drop(e); // the last owner: drains
         mine.and(theirs).unwrap();
         assert_eq!(g.busy_destroys(), 0);
+    });
+}
+
+/// Polls the caller's-stream ticket `t` (copy_on_stream, after) until it is over and settles it.
+fn wait_watched(e: &Engine<ModelGpu>, t: u64, what: &str) -> Result<(), String> {
+    loop {
+        let r = e.poll(t, None).map_err(|x| format!("polling {what}: {x:?}"))?;
+        if r != NOT_READY {
+            check(r == SUCCESS, format!("{what} failed ({r})"))?;
+            let settled = e.complete(t, r, &req(0, 0, 0)).map_err(|x| format!("settling {what}: {x:?}"))?;
+            return check(settled == Settled::Landed, format!("{what} did not settle as landed"));
+        }
+        thread::yield_now();
+    }
+}
+
+/// A copy_on_stream that is upcxx::copy (a stream ticket the caller's stream waits for), then a
+/// fast copy_on_stream and an after() on that stream; another host thread (another persona's
+/// progress) marks the ticket done. The fast copy runs only once the ticket is done, and both
+/// tickets land, whichever thread comes first.
+pub fn scenario_ticket_released_by_another_thread() {
+    model_bounded(2, || {
+        let g = ModelGpu { inline: true, ..ModelGpu::new(0) };
+        let e = Arc::new(Engine::new(g.clone(), 0, 64));
+        let t = e.stream_ticket();
+        e.stream_waits_for(0, t).unwrap();
+        let c = e.copy(&CopyReq { flags: ON_STREAM, ..req(1, 8, 0) }).unwrap();
+        let w = e.after(0).unwrap();
+        let other = {
+            let e = e.clone();
+            thread::spawn(move || e.ticket_done(t).map_err(|x| format!("ticket_done: {x:?}")))
+        };
+        let mine = wait_watched(&e, c, "the copy on the stream").and_then(|()| wait_watched(&e, w, "after()"));
+        let theirs = other.join().unwrap();
+        let word = g.word_when_ran(1);
+        drop(e);
+        mine.and(theirs).unwrap();
+        assert!(word.is_some_and(|v| v.wrapping_sub(t) as i32 >= 0), "the copy ran before its stream's ticket was done: {word:?}");
+        assert_eq!(g.busy_destroys(), 0);
+    });
+}
+
+/// drain() with a stream ticket that nothing will mark done (UPC++ gone, or its copy
+/// abandoned), a copy_on_stream and a copy_after behind its wait: drain releases the ticket and
+/// returns with every copy run, instead of waiting forever for work held behind it.
+pub fn scenario_drain_releases_tickets() {
+    run(64, 0, |e, g| {
+        let t = e.stream_ticket();
+        e.stream_waits_for(0, t).unwrap();
+        e.copy(&CopyReq { flags: ON_STREAM, ..req(1, 8, 0) }).unwrap();
+        e.copy(&req(2, 8, AFTER_STREAM)).unwrap();
+        check(e.drain() == 0, "drain() reported failed copies".into())?;
+        let mut ran = g.ran();
+        ran.sort();
+        check(ran == vec![1, 2], format!("drain() returned before every copy ran: {ran:?}"))?;
+        check(e.ticket_done(t).is_err(), "the ticket drain() released was still pending".into())
     });
 }
