@@ -100,7 +100,9 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
-        if constexpr (Order::on) refuse_capture(after.stream, "nvshmem_heap::copy_on_stream");
+        // A copy in a stream's order: the heap usable here (errc forked in a fork() child, before
+        // any CUDA call), and the stream not being captured into a CUDA graph.
+        if (after.set) refuse_stream_capture(h, after.stream, Order::on);
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
             // range that meets a heap is refused: a range clear of the span of the heaps costs
@@ -164,9 +166,9 @@ struct copy_path {
     // completions the fast path cannot read): the host waits for the work queued on `s` so far,
     // upcxx::copy with the caller's completions (tracked by `in_flight` when given: destroy()
     // waits for it), then `s` waits on the GPU for the copy's operation completion: a ticket
-    // that an LPC on the master persona marks done, read by cuStreamWaitValue32 from mapped host
-    // memory (upcxx_extra_nvshmem_stream_wait_value32). The stream's later work therefore waits
-    // for UPC++ progress on the master persona.
+    // that an LPC on the master persona or on the calling one (the first to run) marks done,
+    // read by cuStreamWaitValue32 from mapped host memory (upcxx_extra_nvshmem_stream_wait_value32).
+    // The stream's later work therefore waits for UPC++ progress on one of those personas.
     template <class S, class D, class... C>
     [[gnu::noinline]] static auto upcxx_on_stream(Heap &h, cudaStream_t s, std::shared_ptr<std::atomic<long>> in_flight,
                                                   S &&src, D &&dst, std::size_t n, C &&...cxs)
@@ -177,7 +179,11 @@ struct copy_path {
         copy_engine &eng = h.engine();
         const std::shared_ptr<copy_engine> keep = eng.shared_from_this();
         const std::uint32_t t = eng.stream_ticket();
-        auto done = upcxx::operation_cx::as_lpc(upcxx::master_persona(), [keep, t] { keep->ticket_done(t); });
+        // The ticket is done by whichever of the master persona and the calling one (a worker
+        // thread's: that thread may be the one that waits) makes user-level progress first; the
+        // second LPC finds it done and changes nothing.
+        auto done = upcxx::operation_cx::as_lpc(upcxx::master_persona(), [keep, t] { keep->ticket_done(t); }) |
+                    upcxx::operation_cx::as_lpc(upcxx::current_persona(), [keep, t] { keep->ticket_done(t); });
         if (in_flight) in_flight->fetch_add(1);
         auto issue = [&]() -> R {
             try {
@@ -314,6 +320,16 @@ struct copy_path {
 #else
         (void)src, (void)dst;
 #endif
+    }
+
+    // copy_after and copy_on_stream: a usable heap, and `s` not being captured into a CUDA graph
+    // (the completions follow events of work a graph runs only when launched). The fork() check
+    // comes first: a child's CUDA call fails in its own way.
+    [[gnu::noinline]] static void refuse_stream_capture(const Heap &h, cudaStream_t s, bool on) {
+        const char *fn = on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after";
+        if (!h.active()) throw Heap::inactive(fn);
+        if (h.engine().forked()) throw forked_error(fn);
+        refuse_capture(s, fn);
     }
 
     // A heap that can copy here: active, and made in this process (not a fork() parent's).

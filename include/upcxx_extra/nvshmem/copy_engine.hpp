@@ -23,9 +23,10 @@
 // operation and source completions go on to the persona's user-level progress.
 //
 // A copy whose ticket reports a CUDA error is redone through upcxx::copy (flight::finish) while
-// the engine is open, so a completion always means the bytes landed; the error is kept for
-// check_copies(). Once the engine is closed a failed copy is reported, not redone, and drain()
-// says how many were.
+// the engine is open (one that owes a remote completion is first issued again by the engine from
+// internal-level progress, so that upcxx::discharge() still returns: copy_engine::reissue), so a completion always
+// means the bytes landed; the error is kept for check_copies(). Once the engine is closed a failed copy is reported,
+// not redone, and drain() says how many were.
 #ifndef UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 #define UPCXX_EXTRA_NVSHMEM_COPY_ENGINE_HPP
 
@@ -147,6 +148,11 @@ struct flight {
     // Set by the engine: finish() runs in internal-level progress (only a landed copy's remote
     // completion may be sent there; the rest goes on to user level).
     bool in_internal = false;
+    // Set by the engine: the copy as issued (reissued once, at internal level, when CUDA fails a
+    // copy that owes a remote completion), and whether it was.
+    upcxx_extra_nvshmem_engine_copy_t issued{};
+    bool reissued = false;
+    int settled = 0;  // 1: settled REDO (counted in fallbacks_in_flight), 2: REPORT, by reissue()
 };
 
 /// The heap's copy engine: the C library's engine (one handle, freed with this object) and the
@@ -227,6 +233,7 @@ public:
         std::uint64_t t = 0;
         const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_, &c, &t);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
+        raw->issued = c;
         raw->ticket = t;
     }
 
@@ -298,7 +305,7 @@ public:
         if (e.compare(0, prefix.size(), prefix) == 0) e.erase(0, prefix.size());
         const std::string redo = "; settled REDO (to be redone another way)";  // the engine's words
         const std::size_t at = e.find(redo);
-        if (at != std::string::npos) e.replace(at, redo.size(), "; it was redone through upcxx::copy");
+        if (at != std::string::npos) e.replace(at, redo.size(), "; it was redone");
         return "nvshmem_heap: " + e;
     }
 
@@ -323,6 +330,35 @@ private:
         return r;
     }
 
+    // Internal-level progress, a copy that owes a remote completion failed (`r`): settled (the
+    // failure kept for check_copies()), then issued again on the heap's stream, once, so that
+    // its remote completion still goes from internal-level progress (upcxx::discharge() waits
+    // for it; a redo through upcxx::copy would wait for user-level progress). False when it
+    // cannot be (the engine is closed, or the copy is refused): the user-level redo follows.
+    bool reissue(flight &f, int r) {
+        upcxx_extra_nvshmem_engine_copy_t c = f.issued;
+        upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
+        fallbacks_in_flight_->fetch_add(1);  // as complete(): counted before the engine is asked
+        (void)upcxx_extra_nvshmem_engine_complete(h_, f.ticket, r, &c, &settled);
+        f.reissued = true;
+        f.settled = settled == UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REDO ? 1 : 2;
+        if (f.settled == 2) {
+            fallbacks_in_flight_->fetch_sub(1);
+            return false;
+        }
+        // On the heap's stream, after the failed copy (a copy_on_stream's stream has run its later
+        // work without the bytes, as check_copies() then says).
+        c.flags &= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS);
+        std::uint64_t t = 0;
+        if (upcxx_extra_nvshmem_engine_copy(h_, &c, &t) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            return false;                    // settled REDO, still counted: the user-level redo through upcxx::copy
+        fallbacks_in_flight_->fetch_sub(1);  // the engine's copy now: drain() waits for it
+        f.settled = 0;
+        f.ticket = t;
+        f.asked = 0;
+        return true;
+    }
+
     // On the initiator: the copy of `f` is over (`r`): a failure is recorded for check_copies()
     // and, while the engine is open, redone (finish() with `redo`; the redo is counted in
     // fallbacks_in_flight() before the engine is asked, so a destroy() that closed the engine
@@ -330,7 +366,9 @@ private:
     void complete(flight *raw, int r) {
         std::unique_ptr<flight> f(raw);
         bool redo = false;
-        if (r != 0) {
+        if (f->settled != 0) {  // settled by reissue(), which could not issue it again
+            redo = f->settled == 1;
+        } else if (r != 0) {
             fallbacks_in_flight_->fetch_add(1);
             const upcxx_extra_nvshmem_engine_copy_t c = describe(*f);
             upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
@@ -364,18 +402,20 @@ private:
                 delete f;
                 return;
             }
-            const int r = self->outcome(*f);
+            int r = f->settled != 0 ? 999 : self->outcome(*f);
+            if (r != 0 && r != not_ready && f->internal && !user && !f->reissued && self->reissue(*f, r))
+                r = not_ready;  // issued again: polled here, at internal level, once more
             if (r == 0 || (r != not_ready && (user || !f->internal))) {
                 f->in_internal = f->internal && !user;
                 return self->complete(f, r);
             }
             try {
                 // A failed copy is redone through upcxx::copy at user level, never in internal
-                // progress.
+                // progress (there it is only issued again by the engine, once: reissue()).
                 poll{self, f, user || r != not_ready}.queue();
             } catch (...) {  // cannot stay queued: wait here for the copy instead
                 self->wait_all();
-                self->complete(f, self->outcome(*f));
+                self->complete(f, f->settled != 0 ? 999 : self->outcome(*f));
             }
         }
     };

@@ -501,7 +501,7 @@ public:
     ///   - A copy that is upcxx::copy (an end not mapped here, the public-API mode): the host
     ///     waits for `stream`'s earlier work, then `stream` waits on the GPU (cuStreamWaitValue32
     ///     on a flag in mapped host memory) until the copy's operation completion has run, which
-    ///     takes UPC++ progress on the master persona: do not block on `stream` (for instance
+    ///     takes UPC++ progress on the master persona or the calling one: do not block on `stream` (for instance
     ///     cudaStreamSynchronize) before that progress; wait with after(stream) instead.
     /// Throws as copy() does, and errc stream_capture for a stream being captured into a CUDA
     /// graph (nothing copied).
@@ -642,14 +642,23 @@ private:
         detail::agree(detail::attempt([&] { detail::check(upcxx_extra_nvshmem_set_extent(mapped)); }), what);
     }
 
-    // destroy(): every fast copy landed (the host waits), one progress (this persona's
-    // completions run: a copy CUDA failed is redone), then upcxx::progress() until every
-    // upcxx::copy the heap made has completed, for at most destroy_wait_seconds; the engine is
-    // closed in between (no fast copy is issued or redone from then on: the second wait covers a
-    // redo that started before it closed).
+    // destroy(): every stream ticket done (progress), every fast copy landed (the host waits), one progress (this
+    // persona's completions run: a copy CUDA failed is redone), then upcxx::progress() until every upcxx::copy the heap
+    // made has completed, for at most destroy_wait_seconds; the engine is closed in between (no fast copy is issued or
+    // redone from then on: the second wait covers a redo that started before it closed). A stream may be waiting for a
+    // copy_on_stream's upcxx::copy (a stream ticket), and the work queued behind that wait (a fast copy_on_stream,
+    // copy_after) with it; the ticket is done only by UPC++ progress, so the host waits for the fast copies once no
+    // ticket is pending.
     detail::outcome wait_for_copies() const {
         const std::shared_ptr<std::atomic<long>> &n = engine_->fallbacks_in_flight();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(destroy_wait_seconds);
+        while (engine_->tickets_pending() && std::chrono::steady_clock::now() < until) upcxx::progress();
+        if (engine_->tickets_pending())
+            return detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::copies_in_flight,
+                                   "nvshmem_heap::destroy: a copy_on_stream's upcxx::copy did not complete within " +
+                                       std::to_string(destroy_wait_seconds) +
+                                       " s (it completes at its initiator persona's progress: wait for it there); "
+                                       "the heap was not destroyed"};
         engine_->wait_all();
         upcxx::progress();
         while (n->load() > 0 && std::chrono::steady_clock::now() < until) upcxx::progress();
