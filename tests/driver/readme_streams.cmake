@@ -1,5 +1,6 @@
 # The stream programs of the docs, verbatim: README's (<!-- test: streams/readme.cpp -->) and
-# docs/streams.md's first example (<!-- test: streams/jacobi.cpp -->), for one UPC++ release, built
+# docs/streams.md's first example (<!-- test: streams/jacobi.cpp -->), and README's first program
+# (first/main.cpp, which readme_first.cmake runs without a GPU), for one UPC++ release, built
 # as README's first program is (find_package(UpcxxExtraNvshmem COMPONENTS cxx nvshmem) on the
 # installed prefix) with the CUDA + NVSHMEM stand-in linked first (tests/standin: no GPU, no
 # kernels), and run on 2 ranks with every stand-in copy landing 50 ms late (a step out of the
@@ -23,6 +24,7 @@ set(src "${BIN}/src")
 file(MAKE_DIRECTORY "${src}")
 file(COPY_FILE "${BIN}/readme/streams/readme.cpp" "${src}/readme.cpp")
 file(COPY_FILE "${BIN}/streams/streams/jacobi.cpp" "${src}/jacobi.cpp")
+file(COPY_FILE "${BIN}/readme/first/main.cpp" "${src}/first.cpp")
 # The control: the idiom UPC++ forbids.
 file(WRITE "${src}/control.cpp" [=[
 #include <nvshmem.h>
@@ -48,7 +50,7 @@ project(docs_streams LANGUAGES CXX)
 find_package(UpcxxExtraNvshmem 0.1 CONFIG REQUIRED COMPONENTS cxx nvshmem)
 add_library(standin_cuda SHARED IMPORTED)
 set_target_properties(standin_cuda PROPERTIES IMPORTED_LOCATION "${STANDIN_LIB}/libcuda.so.1" IMPORTED_SONAME libcuda.so.1)
-foreach(p readme jacobi control)
+foreach(p first readme jacobi control)
   add_executable(${p} ${p}.cpp)
   # The stand-in first (tests/standin/README.md), then README's first program's two targets.
   target_link_libraries(${p} PRIVATE standin_cuda UpcxxExtraNvshmem::upcxx_extra_nvshmem_cxx UpcxxExtraNvshmem::nvshmem)
@@ -85,6 +87,7 @@ function(run program)
     message(FATAL_ERROR "${program} (${UPCXX}):${why}")
   endif()
 endfunction()
+run(first "PE 0: b holds PE 1's bytes" "PE 1: b holds PE 0's bytes")
 run(readme "PE 0: halo from PE 1, sum 3" "PE 1: halo from PE 0, sum 3")
 run(jacobi "PE 0: halos from PE 1 and PE 1, iteration 3, sum 106" "PE 1: halos from PE 0 and PE 0, iteration 3, sum 106")
 
