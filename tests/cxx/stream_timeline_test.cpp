@@ -11,7 +11,8 @@
 //   T3 (par) a worker thread's copy_on_stream that is upcxx::copy: heap.after(s).wait() in that
 //      thread returns while the master thread is in join().
 //   T4 upcxx::discharge() returns after a fast copy with remote_cx::as_rpc that CUDA fails
-//      (stand-in): the engine issues it again from internal-level progress.
+//      (stand-in: the engine issues it again from internal-level progress), and after a fast
+//      as_rpc copy_on_stream behind a stream ticket on one stream.
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
 //   T6 in a fork() child, copy_on_stream, copy_after and after() throw errc forked.
@@ -235,6 +236,19 @@ static void t4_discharge(nvshmem_heap &heap, unsigned char *a, unsigned char *b)
     } else {
         skip("T4.failed_as_rpc", "the CUDA stand-in's failure control");
     }
+    // An as_rpc copy_on_stream after a copy_on_stream that is upcxx::copy on the same stream.
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    const hptr hs = upcxx::new_array<unsigned char>(n), hd = upcxx::new_array<unsigned char>(n);
+    const long before = g_rpcs;
+    (void)heap.copy_on_stream(s, hs, hd, n);  // a ticket s waits for
+    (void)heap.copy_on_stream(s, ga, gb_next, n, upcxx::remote_cx::as_rpc([] { g_rpcs++; }));
+    check("T4.behind_ticket", discharged(), "discharge() after an as_rpc copy_on_stream behind a stream ticket");
+    const bool ran = copy_test::progress_until([&] { return g_rpcs > before; }, 20);
+    check("T4.behind_ticket_rpc", ran && wait_for(heap.after(s), 20), "its RPC ran here, the stream went on");
+    upcxx::delete_array(hs);
+    upcxx::delete_array(hd);
+    cudaStreamDestroy(s);
     upcxx::barrier();
 #else
     (void)heap, (void)a, (void)b;

@@ -283,6 +283,10 @@ struct copy_path {
         f->rank_s = rank_s;
         f->rank_d = rank_d;
         fast_flight<S, D, Cxs> &fl = *f;
+        // A copy_on_stream that owes a remote completion is not queued behind a stream ticket:
+        // that ticket takes user-level progress, which upcxx::discharge() does not make, so the
+        // call makes it first (at most 60 s).
+        if constexpr (Order::on && cx::want_remote) h.engine().progress_while_tickets_pending();
         h.engine().start(std::move(f), to, from, after.engine(),
                          both_heap);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);

@@ -273,6 +273,15 @@ public:
         (void)upcxx_extra_nvshmem_engine_ticket_query(h_, 0, &done);
         return !done;
     }
+    /// UPC++ progress until no stream ticket is pending, for at most `seconds` (false: one still is).
+    bool progress_while_tickets_pending(int seconds = 60) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+        while (tickets_pending()) {
+            if (std::chrono::steady_clock::now() >= until) return false;
+            upcxx::progress();
+        }
+        return true;
+    }
     bool ticket_done_by(std::uint32_t t) {
         bool done = false;
         (void)upcxx_extra_nvshmem_engine_ticket_query(h_, t, &done);

@@ -652,8 +652,7 @@ private:
     detail::outcome wait_for_copies() const {
         const std::shared_ptr<std::atomic<long>> &n = engine_->fallbacks_in_flight();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(destroy_wait_seconds);
-        while (engine_->tickets_pending() && std::chrono::steady_clock::now() < until) upcxx::progress();
-        if (engine_->tickets_pending())
+        if (!engine_->progress_while_tickets_pending(destroy_wait_seconds))
             return detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, nvshmem_errc::copies_in_flight,
                                    "nvshmem_heap::destroy: a copy_on_stream's upcxx::copy did not complete within " +
                                        std::to_string(destroy_wait_seconds) +
