@@ -279,7 +279,8 @@ public:
     /// Collective, from the master persona: waits until every copy this process issued through
     /// the heap is done: each upcxx::copy the heap made (a copy with an end in the heap that did
     /// not take the fast path, and the redo of a fast copy CUDA failed) completed its operation,
-    /// making progress for at most destroy_wait_seconds, and each fast copy landed (their
+    /// making progress for at most destroy_wait_seconds (also until a stream waiting for a
+    /// copy_on_stream's upcxx::copy may go on), and each fast copy landed (their
     /// completions then run at their personas' next progress); then, once every rank has done so
     /// (so no copy into any rank's heap is in flight), tears the UPC++ segment down and forgets
     /// the table. What it waits for never needs the progress of another thread. Call it before
@@ -452,10 +453,13 @@ public:
     }
 
     /// copy(), ordered after the work queued on `stream` before the call: the heap's stream waits
-    /// for it on the GPU (no host synchronisation) when the copy takes the fast path and `stream`
-    /// belongs to the heap's device; otherwise the host waits for `stream` first, then copies.
-    /// Every stream value orders: 0 (the legacy default stream, where a plain kernel<<<g, b>>>
-    /// runs), cudaStreamLegacy, cudaStreamPerThread and created streams.
+    /// for it on the GPU (no host synchronisation; an event recorded in the calling thread's
+    /// context, or in that of `stream`'s device, another device's included) when the copy takes
+    /// the fast path; otherwise the host waits for `stream` first, then copies. Every stream value
+    /// orders: 0 (the legacy default stream, where a plain kernel<<<g, b>>> runs),
+    /// cudaStreamLegacy, cudaStreamPerThread and created streams. Throws as copy() does, errc
+    /// stream_capture for a stream being captured into a CUDA graph, errc forked in a fork()
+    /// child (before any CUDA call).
     template <class... A>
     auto copy_after(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
         return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_after{true, stream},
@@ -503,8 +507,11 @@ public:
     ///     on a flag in mapped host memory) until the copy's operation completion has run, which
     ///     takes UPC++ progress on the master persona or the calling one: do not block on `stream` (for instance
     ///     cudaStreamSynchronize) before that progress; wait with after(stream) instead.
-    /// Throws as copy() does, and errc stream_capture for a stream being captured into a CUDA
-    /// graph (nothing copied).
+    ///   - A fast copy with remote_cx::as_rpc, while a copy_on_stream that is upcxx::copy has not
+    ///     completed: the call makes upcxx::progress() until it has (at most 60 s), so that the
+    ///     copy is not held behind it where upcxx::discharge() (internal-level progress) waits.
+    /// Throws as copy() does, errc stream_capture for a stream being captured into a CUDA graph
+    /// (nothing copied), errc forked in a fork() child (before any CUDA call).
     template <class... A>
     auto copy_on_stream(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
         return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_on_stream{stream},
