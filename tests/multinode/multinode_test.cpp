@@ -27,7 +27,8 @@
 //      stream waits on the GPU for its completion), a read of a get's destination queued on the
 //      stream after it, a put whose source the stream writes just before it; heap.after waits.
 //   M8 destroy() with off-node copies in flight (512 KiB puts and gets, not waited for): destroy
-//      returns with every one complete, bytes right at both ends
+//      returns with every one complete, bytes right at both ends; also with a halo exchange on one
+//      stream in flight (off node, then a fast copy behind its stream ticket)
 //
 // Other modes (argv[1]):
 //   kill=init|update|destroy|flood   the last rank (on the last node) dies by SIGKILL while the
@@ -619,6 +620,17 @@ void destroy_in_flight() {
     }
     int early = 0;
     for (const upcxx::future<> &f : futs) early += ready(f);
+    // A halo exchange on one stream left in flight: off node (upcxx::copy: the stream then waits
+    // for its stream ticket), then a fast copy on the same stream behind that wait (within my heap,
+    // on M7's unused slots of my own). destroy() must make the progress that does the ticket.
+    constexpr std::size_t halo = kSlot - 64;
+    cudaStream_t hs = nullptr;
+    cudaStreamCreateWithFlags(&hs, cudaStreamNonBlocking);
+    fill(g_sym + stream_off(me, me, 0), halo, me, 13000);
+    const int off = (me + kn) % n;  // a PE of another node (none with one node)
+    if (!same_node(off, me))
+        (void)g_heap->copy_on_stream(hs, at(me, stream_off(me, me, 2)), at(off, stream_off(me, off, 2)), halo);
+    (void)g_heap->copy_on_stream(hs, at(me, stream_off(me, me, 0)), at(me, stream_off(me, me, 1)), halo);
     bool threw = false;
     try {
         g_heap->destroy();  // collective: waits for the upcxx::copy calls above
@@ -642,6 +654,12 @@ void destroy_in_flight() {
         wrong += count_wrong(g_sym + big_off(me, p, 1), kBig, p, big_salt(me, p, 1));
     }
     check("M8.bytes", wrong == 0, "the bytes of the copies destroy() waited for, at both ends (%ld wrong)", wrong);
+    const long wrong_halo = count_wrong(g_sym + stream_off(me, me, 1), halo, me, 13000);
+    check("M8.halo", wrong_halo == 0 && cudaStreamSynchronize(hs) == cudaSuccess,
+          "an off-node copy_on_stream, then a fast one behind its ticket on the same stream: destroy() returned, the "
+          "fast copy landed (%ld wrong), the stream went on",
+          wrong_halo);
+    cudaStreamDestroy(hs);
 }
 
 // ---- faults -------------------------------------------------------------------------------------------
