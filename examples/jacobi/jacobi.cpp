@@ -19,9 +19,9 @@
 // value comes from heap.after(stream) (the callback only reads the pinned copy); reduce_all itself
 // starts from the loop, in iteration order on every rank, never from a completion callback (UPC++
 // forbids starting a collective inside progress). The norm of iteration k decides whether
-// iteration k + 2 runs (iteration k + 1 is queued meanwhile), in the single-GPU reference too. Every rank first runs the whole mesh on its GPU alone (the
-// reference, timed), then the distributed solver; at the end every cell of every slab is compared
-// with the reference (tolerance 1e-8): exit status 1 on a mismatch, on every rank.
+// iteration k + 2 runs (iteration k + 1 is queued meanwhile), in the single-GPU reference too. Every rank first runs
+// the whole mesh on its GPU alone (the reference, timed), then the distributed solver; at the end every cell of every
+// slab is compared with the reference (tolerance 1e-8): exit status 1 on a mismatch, on every rank.
 //
 //   upcxx-run -n 2 ./jacobi_upcxx [-niter 1000] [-nx 16384] [-ny 16384] [-nccheck 1] [-csv]
 //                                 [-halo device|copy|upcxx]
@@ -313,9 +313,8 @@ int main(int argc, char **argv) {
             while (!pending.empty() && pending.front().iter < until) {
                 const int k = pending.front().iter;
                 const real local_or_sum = pending.front().value.wait();
-                const real sum = pending.front().summed
-                                     ? local_or_sum
-                                     : upcxx::reduce_all(local_or_sum, upcxx::op_fast_add).wait();
+                const real sum =
+                    pending.front().summed ? local_or_sum : upcxx::reduce_all(local_or_sum, upcxx::op_fast_add).wait();
                 const real norm = std::sqrt(sum);
                 pending.pop_front();
                 if (!o.csv && k % 100 == 0 && mype == 0) std::printf("%5d, %0.6f\n", k, norm);
