@@ -1,0 +1,167 @@
+// copy_semantics_test's shared state and helpers (every file of semantics/ includes it): the ranks,
+// the heap under test, the path counters, bounded waits, the RPC that checks bytes at a copy's
+// target, and group(), which runs one check group.
+#ifndef UXN_SEMANTICS_COMMON_HPP
+#define UXN_SEMANTICS_COMMON_HPP
+
+#define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
+#define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include <upcxx/upcxx.hpp>
+#include "upcxx_extra/nvshmem.hpp"
+#include "../copy_test_util.hpp"
+
+using copy_test::check;
+using copy_test::count_not;
+using copy_test::count_wrong;
+using copy_test::fill;
+using copy_test::heap_error;
+using copy_test::ready;
+using copy_test::skip;
+using copy_test::wait_for;
+using upcxx::extra::nvshmem_heap;
+using standin_fail_fn = int (*)(int);  // uxn_standin_fail_next_copies / _launches (standin_control.h)
+using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
+using aptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::any>;
+using hptr = upcxx::global_ptr<unsigned char>;
+using upcxx::operation_cx;
+using upcxx::remote_cx;
+using upcxx::source_cx;
+
+#if UPCXX_VERSION > 20201000L
+#define COPY_HAS_REMOTE_CX 1  // upcxx::copy has no remote_cx in 2020.10 (its body does not compile)
+#else
+#define COPY_HAS_REMOTE_CX 0
+#endif
+#if UPCXX_VERSION >= 20230300L
+#define COPY_HAS_EAGER 1  // as_eager_* / as_defer_*, eager by default
+#else
+#define COPY_HAS_EAGER 0  // every notification is delivered in progress
+#endif
+#if UPCXX_VERSION >= 20220300L
+#define HAS_GPU_ALLOCATOR 1
+#else
+#define HAS_GPU_ALLOCATOR 0
+#endif
+
+static const std::size_t MiB = std::size_t(1) << 20;
+static const std::size_t big = 64 * MiB;  // an asynchronous fast copy
+static const std::size_t small = 4096;    // one that may complete inside copy()
+static const std::size_t cap = 128 * MiB + 4096;
+
+static nvshmem_heap *g_heap = nullptr;
+static int me, nranks, next, prev, gpu;
+static bool mapped = false;  // NVSHMEM maps the next PE's heap here: fast copies between the PEs
+static bool forced = false;  // UPCXX_EXTRA_NVSHMEM_COPY=upcxx or the public-API mode: every copy falls back
+
+static const char *sz(std::size_t n) { return n >= MiB ? "64 MiB" : "4 KiB"; }
+
+// The path the copies since c0 took: `fast` fast copies and `fallback` fallback ones.
+static bool path_is(const char *name, const nvshmem_heap::copy_counts &c0, std::size_t fast, std::size_t fallback,
+                    const char *what) {
+    const auto c1 = g_heap->copies();
+    if (forced) {
+        fallback += fast;
+        fast = 0;
+    }
+    return check(name, c1.fast - c0.fast == fast && c1.fallback - c0.fallback == fallback,
+                 "%s: %zu fast + %zu fallback copies (expected %zu + %zu)", what, c1.fast - c0.fast,
+                 c1.fallback - c0.fallback, fast, fallback);
+}
+
+template <class F>
+static void expect_error(const char *name, upcxx_extra_nvshmem_status_t want, const char *needle, const char *what,
+                         F f) {
+    try {
+        f();
+        check(name, false, "%s: no exception", what);
+    } catch (const heap_error &e) {
+        check(name, e.status() == want && std::strstr(e.what(), needle),
+              "%s -> status %d (want %d), message naming '%s': %s", what, static_cast<int>(e.status()),
+              static_cast<int>(want), needle, e.what());
+    } catch (const std::exception &e) {
+        check(name, false, "%s: another exception: %s", what, e.what());
+    }
+}
+
+// wait_for with a FAIL line.
+template <class Fut>
+static bool waited(const char *name, const Fut &f, const char *what, double seconds = 60) {
+    if (wait_for(f, seconds)) return true;
+    check(name, false, "%s: not complete after %.0f s", what, seconds);
+    return false;
+}
+
+static void barrier() { upcxx::barrier(); }
+
+// Rank-symmetric setup for a copy `mine -> next's dst`: my src := pattern(me, salt), my dst := 0.
+static void prepare(unsigned char *src, unsigned char *dst, std::size_t n, int salt) {
+    fill(src, n, me, salt);
+    cudaMemset(dst, 0, n);
+    cudaDeviceSynchronize();
+    barrier();
+}
+
+static void CUDART_CB sleep_host_fn(void *ms) { usleep(static_cast<useconds_t>(*static_cast<int *>(ms)) * 1000u); }
+
+static std::atomic<long> g_rpc_replies{0}, g_rpc_wrong{0}, g_rpc_misplaced{0};
+#if COPY_HAS_REMOTE_CX
+// At the target: are the bytes there, and is this the master persona in progress?
+static void rpc_check_at_target(dptr dst, std::size_t n, int initiator, int salt) {
+    const bool placed = &upcxx::current_persona() == &upcxx::master_persona() && dst.where() == upcxx::rank_me();
+    long wrong = static_cast<long>(n);
+    try {
+        unsigned char *local = g_heap->from_global_ptr(dst).first;
+        wrong = count_wrong(local, n, initiator, salt);
+    } catch (...) {
+    }
+    upcxx::rpc_ff(
+        initiator,
+        [](long w, bool p) {
+            g_rpc_wrong += w;
+            g_rpc_misplaced += !p;
+            g_rpc_replies++;
+        },
+        wrong, placed);
+}
+#endif
+
+// One check group. An exception out of it (heap.copy throwing where it must not) is a FAIL line
+// naming the group, then an abort: the other ranks may be waiting in a collective of the group,
+// and UPC++ / GASNet end the whole job on the abort instead of leaving them to the watchdog.
+// UXN_SEMANTICS_GROUPS=F22,F27 (a debugging aid, never set by the suite) runs only those groups
+// (and the shared heap's destroy()).
+template <class F>
+static void group(const char *name, F f) {
+    const char *only = std::getenv("UXN_SEMANTICS_GROUPS");
+    if (only && std::strcmp(name, "destroy") != 0 &&
+        ("," + std::string(only) + ",").find("," + std::string(name) + ",") == std::string::npos)
+        return;
+    try {
+        f();
+    } catch (const std::exception &e) {
+        check(name, false, "an exception left the check group: %s", e.what());
+        std::fflush(stdout);
+        std::abort();
+    }
+}
+
+#endif  // UXN_SEMANTICS_COMMON_HPP
