@@ -449,6 +449,15 @@ pub fn stream_wait_event(s: usize, e: usize, ctx: Option<i32>) -> Result<(), Cod
     in_ctx(ctx, || ok(unsafe { sys::cuStreamWaitEvent(s as sys::CUstream, e as sys::CUevent, 0) }))
 }
 
+/// Enqueues on `s` a store of `value` into the 32-bit word at device address `addr` (mapped host
+/// memory), done when the stream reaches it (`cuStreamWriteValue32`, default flags: the stream's
+/// earlier work is complete and visible first).
+#[allow(unsafe_code)]
+pub fn stream_write_value32(s: usize, addr: usize, value: u32, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: the driver checks the stream handle and the address.
+    in_ctx(ctx, || ok(unsafe { sys::cuStreamWriteValue32_v2(s as sys::CUstream, addr as sys::CUdeviceptr, value, 0) }))
+}
+
 /// Enqueues a copy of `bytes` from `src` to `dst` (any memory the driver reaches: unified
 /// addressing) on `s`.
 #[allow(unsafe_code)]
@@ -541,13 +550,22 @@ pub fn use_device(device: i32) -> Result<(), Code> {
 
 /// A 64-byte block of host memory mapped for every device: (host address, device address). Kept
 /// for the life of the process.
-#[allow(unsafe_code)]
 pub fn mapped_host_word(device: i32) -> Result<(usize, usize), Code> {
+    mapped_host_block(device, 64)
+}
+
+/// A zeroed block of `bytes` of host memory mapped for every device (portable: with unified
+/// addressing its device address is the same in every context): (host address, device address).
+/// Kept for the life of the process.
+#[allow(unsafe_code)]
+pub fn mapped_host_block(device: i32, bytes: usize) -> Result<(usize, usize), Code> {
     in_ctx(Some(device), || {
         let mut p: *mut c_void = std::ptr::null_mut();
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: writes one pointer.
-        ok(unsafe { sys::cuMemHostAlloc(&mut p, 64, flags) })?;
+        ok(unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) })?;
+        // SAFETY: `p` is `bytes` of host memory just allocated, not yet shared.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
         let mut d: sys::CUdeviceptr = 0;
         // SAFETY: `p` is mapped host memory of this process.
         ok(unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p, 0) })?;

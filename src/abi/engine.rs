@@ -181,10 +181,52 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy(e: *const EngineHandle,
     Ok(())
 }
 
+/// Issues `n` copies in the order of `stream` (a `cudaStream_t` / `CUstream`; NULL: the legacy
+/// default stream), as one ticket: after the work queued on `stream` before the call, in the order
+/// given, before the work queued on it after the call. Runs of small copies with DEVICE_ENDS (at
+/// most `engine_batch_bytes`) go on the stream as one launch of the batch kernel each, the others
+/// as one `cuMemcpyAsync` each (on a stream of another device: on the engine's stream, between
+/// two events). The ticket lands when the stream has run every copy; a failure is settled REPORT
+/// by `engine_complete`, never REDO. Each copy's `stream` is ignored, as are its ON_STREAM and
+/// AFTER_STREAM flags.
+///
+/// Statuses: OK; NULL_ARGUMENT (`engine`, `ticket`, `copies` with `n` > 0, or an end of a copy
+/// of > 0 bytes: nothing issued); STREAM_CAPTURE; CUDA_ERROR (the driver refused a copy: those
+/// before it were issued and the host waited for them, none after it; no ticket);
+/// ENGINE_CLOSED; FORKED. Thread safety: any thread.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy_on_stream_batch(
+    e: *const EngineHandle,
+    stream: *mut c_void,
+    copies: *const EngineCopy,
+    n: usize,
+    ticket: *mut u64,
+) -> Status {
+    let eng = engine(e)?;
+    nonnull(ticket, "ticket")?;
+    if n > 0 {
+        nonnull(copies, "copies")?;
+    }
+    // SAFETY: checked above; the caller passes `n` descriptors.
+    #[allow(unsafe_code)]
+    let cs = if n == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(copies, n) } };
+    let mut reqs = Vec::with_capacity(n);
+    for (i, c) in cs.iter().enumerate() {
+        if c.bytes > 0 && (c.src.is_null() || c.dst.is_null()) {
+            crate::fail!(NullArgument, "copy {i} of {} bytes has a NULL end (src {:p}, dst {:p})", c.bytes, c.src, c.dst);
+        }
+        reqs.push(c.req());
+    }
+    write(ticket, eng.copy_batch_on_stream(stream as usize, &reqs)?);
+    Ok(())
+}
+
 /// A ticket that lands once the work queued on `stream` (a `cudaStream_t` / `CUstream`; NULL: the
-/// legacy default stream) before the call is done: an event recorded there, in the calling
-/// thread's context, else in that of the stream's device. Its error, if any, is reported by
-/// `engine_complete` (REPORT), never redone.
+/// legacy default stream) before the call is done: the stream writes a word of mapped host memory
+/// when it gets there (in the calling thread's context, else in that of the stream's device;
+/// where the driver refuses the write, an event is recorded instead), and a poll reads it. Its
+/// error, if any, is reported by `engine_complete` (REPORT), never redone.
 ///
 /// Statuses: OK; NULL_ARGUMENT; STREAM_CAPTURE; CUDA_ERROR (no event could be recorded on the
 /// stream); ENGINE_CLOSED; FORKED. Thread safety: any thread.

@@ -12,9 +12,21 @@
 //! `n` is over. A copy issued while no mark is pending gets one of its own; a poll that finds its
 //! copy uncovered records one after every copy issued so far, which the others share.
 //!
-//! Copies on a caller's stream (`copy_on_stream`) and waits for a caller's stream (`after`) are
-//! tickets with the high bit set: an event recorded after the work on that stream tells their
-//! outcome.
+//! Copies on a caller's stream (`copy_on_stream`, one copy or a batch of them) and waits for a
+//! caller's stream (`after`) are tickets with the high bit set. Each has a word of host memory
+//! mapped for the GPU that the stream itself writes when it reaches that point
+//! (`cuStreamWriteValue32`): a poll is a load of that word, no CUDA call. A word belongs to one
+//! pending ticket, not to a stream: a stream handle may be destroyed and its value reused by
+//! CUDA for a new stream, and two streams writing one word would leave it out of order; a word
+//! goes back to the engine's pool once its write was seen. The value written is the engine's next
+//! 32-bit number (never 0), so a word reused cannot be taken for an older ticket's.
+//!
+//! A failed stream is noticed without a CUDA call per poll: when a ticket's word has landed, one
+//! query of the context (`cuStreamQuery` of the engine's stream) says whether the GPU reported a
+//! fault (a GPU's asynchronous faults are sticky: every later call of the context reports them);
+//! while it has not landed, at most one such query per millisecond (a faulted context never writes
+//! the word). An event remains only where a stream write cannot be enqueued (the driver refuses
+//! it): then an event recorded after the work tells the outcome.
 //!
 //! An event that reports an error blames the copies since the mark before it, and no others; the
 //! caller learns a copy's outcome from [`Engine::poll`] and settles it once with
@@ -115,6 +127,14 @@ pub trait Gpu: Send + Sync {
     /// A word of host memory mapped for the GPU: (host address, device address), kept for the
     /// process's life.
     fn mapped_word(&self, device: i32) -> std::result::Result<(usize, usize), Code>;
+    /// `words` zeroed 32-bit words of host memory mapped for every device: (host address, device
+    /// address, the same in every context), kept for the process's life.
+    fn mapped_words(&self, device: i32, words: usize) -> std::result::Result<(usize, usize), Code>;
+    /// Enqueues on `s` a store of `value` into the word at device address `addr`, done when the
+    /// stream reaches it (after its earlier work completed).
+    fn stream_write_value32(&self, s: Handle, addr: usize, value: u32, ctx: Option<i32>) -> std::result::Result<(), Code>;
+    /// `Err(NOT_READY)` while work queued on `s` runs; any other error is a fault of the context.
+    fn stream_query(&self, s: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
     /// The work queued on `s` after this waits until the word at device address `addr` is at
     /// least `value` (wrapping order).
     fn stream_wait_value32(&self, device: i32, s: Handle, addr: usize, value: u32) -> std::result::Result<(), String>;
@@ -168,6 +188,11 @@ pub struct Counts {
 
 const EVENT_TICKET: u64 = 1 << 63;
 
+/// Words of one block of mapped host memory for the tickets of callers' streams.
+pub const WORDS_PER_BLOCK: usize = 1024;
+/// While a ticket's word has not landed, the context is asked for a fault at most this often.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
+
 struct Mark {
     event: Handle,
     through: u64,
@@ -181,12 +206,24 @@ struct Failure {
     redone: u64,
 }
 
-/// A ticket whose outcome an event on a caller's stream tells.
+/// A ticket whose outcome a word the stream writes (or an event on it) tells.
 struct Watched {
-    event: Handle, // 0 once settled
+    event: Handle, // 0 once settled, or with a word
     result: Code,  // NOT_READY until settled
     is_wait: bool,
     on_own_device: bool, // a copy_on_stream copy on a stream of the engine's device (pooled event)
+    word: Option<Word>,  // the word the stream writes; None once seen (or given up: never reused)
+    batch: bool,         // a batch of copies (copy_batch_on_stream): reported, never redone
+}
+
+/// A word of mapped host memory a stream writes `value` into; `device`: whose context is asked
+/// for a fault.
+#[derive(Clone, Copy)]
+struct Word {
+    host: usize,
+    dev: usize,
+    value: u32,
+    device: i32,
 }
 
 #[derive(Default)]
@@ -210,6 +247,9 @@ struct State {
     tickets_out_of_order: Vec<u32>,
     released: bool,
     settled_failed: std::collections::HashSet<u64>, // failed copies of the engine's stream settled (complete)
+    free_words: Vec<(usize, usize)>,                // mapped words no stream will write again (host, device address)
+    next_value: u32,
+    last_probe: Option<std::time::Instant>,
 }
 
 /// The copy engine of one device. Every method may be called from any thread.
@@ -374,6 +414,10 @@ impl<G: Gpu> Engine<G> {
                     format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
                 ));
             }
+            if let Ok(t) = self.watch_word(&mut st, r.stream, Some(self.device), self.device, false, false) {
+                return Ok(t);
+            }
+            // No stream write: an event after the copy tells when it lands.
             let ev = self.pooled_event(&mut st);
             match ev.map(|ev| (ev, self.gpu.event_record(ev, r.stream, Some(self.device)))) {
                 Some((ev, Ok(()))) => (ev, NOT_READY),
@@ -386,7 +430,191 @@ impl<G: Gpu> Engine<G> {
                 }
             }
         };
-        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true }))
+        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
+    }
+
+    /// Under the lock: a ticket whose outcome the word that `s` writes when it reaches this point
+    /// tells (written in context `ctx`; `device`: the context asked for a fault). An error when
+    /// the driver refuses the write (nothing enqueued).
+    fn watch_word(
+        &self,
+        st: &mut State,
+        s: Handle,
+        ctx: Option<i32>,
+        device: i32,
+        is_wait: bool,
+        batch: bool,
+    ) -> std::result::Result<u64, Code> {
+        let (host, dev) = match st.free_words.pop() {
+            Some(w) => w,
+            None => {
+                let (h, d) = self.gpu.mapped_words(self.device, WORDS_PER_BLOCK)?;
+                st.free_words.extend((1..WORDS_PER_BLOCK).rev().map(|i| (h + 4 * i, d + 4 * i)));
+                (h, d)
+            }
+        };
+        st.next_value = st.next_value.wrapping_add(1).max(1);
+        let value = st.next_value;
+        if let Err(c) = self.gpu.stream_write_value32(s, dev, value, ctx) {
+            st.free_words.push((host, dev)); // nothing will write it
+            return Err(c);
+        }
+        let word = Some(Word { host, dev, value, device });
+        Ok(Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch }))
+    }
+
+    /// Under the lock: a fault the context of `device` reports (`SUCCESS`: none).
+    fn probe(&self, st: &mut State, device: i32) -> Code {
+        st.last_probe = Some(std::time::Instant::now());
+        let r = match st.stream {
+            Some(own) if device == self.device => self.gpu.stream_query(own, Some(device)),
+            _ => self.gpu.stream_query(0, Some(device)),
+        };
+        match r {
+            Ok(()) | Err(NOT_READY) => SUCCESS,
+            Err(c) => c,
+        }
+    }
+
+    /// Under the lock: ticket `t`'s word, if it has one: `SUCCESS` or the context's fault once
+    /// the stream wrote it (the word goes back to the pool), `NOT_READY` before (a fault found
+    /// by the probe of at most one per [`PROBE_EVERY`] settles it: the word is given up).
+    fn word_outcome(&self, st: &mut State, t: u64, probe_now: bool) -> Option<Code> {
+        let w = st.watched.get(&t)?;
+        if w.result != NOT_READY {
+            return Some(w.result);
+        }
+        let word = w.word?;
+        let landed = read_word(word.host) == word.value;
+        let e = if landed {
+            self.probe(st, word.device)
+        } else if probe_now || st.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY) {
+            match self.probe(st, word.device) {
+                SUCCESS => return Some(NOT_READY),
+                c => c,
+            }
+        } else {
+            return Some(NOT_READY);
+        };
+        if landed {
+            st.free_words.push((word.host, word.dev));
+        }
+        let w = st.watched.get_mut(&t).expect("watched");
+        w.word = None;
+        w.result = e;
+        Some(e)
+    }
+
+    /// Issues `reqs` in `s`'s order, as one ticket: the work queued on `s` before the call runs
+    /// first, then the copies in the order given (runs of small copies with device memory at both
+    /// ends, [`DEVICE_ENDS`] and at most [`Engine::batch_bytes`], as one launch of the batch
+    /// kernel each, up to [`BATCH_MAX`] copies a launch; the others one `cuMemcpyAsync` each),
+    /// then the work queued on `s` after the call. On a stream of another device the copies run on
+    /// the engine's stream between two events, as [`ON_STREAM`]'s do. The ticket's outcome comes
+    /// from [`Engine::poll`]; a failure is reported ([`Settled::Report`]), never redone.
+    ///
+    /// `Err(CudaError)` when the driver refuses a copy or a launch: the copies before it were
+    /// issued and the host waited for them; none after it was.
+    pub fn copy_batch_on_stream(&self, s: Handle, reqs: &[CopyReq]) -> Result<u64> {
+        self.refuse_forked()?;
+        self.check_stream(s)?;
+        let own = self.gpu.stream_device(s) == self.device;
+        let mut st = self.lock();
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(closed_error());
+        }
+        let target = if own {
+            s
+        } else {
+            if st.stream.is_none() {
+                let made = self.gpu.stream_create(self.device).map_err(|c| {
+                    Error::new(Status::CudaError, format!("creating the engine's stream failed: {}", self.gpu.result_name(c)))
+                })?;
+                st.stream = Some(made);
+            }
+            self.flush(&mut st);
+            let e = self.order_after(&st, s);
+            if e != SUCCESS {
+                return Err(Error::new(
+                    Status::CudaError,
+                    format!("ordering the copies after the caller's stream failed: {}", self.gpu.result_name(e)),
+                ));
+            }
+            st.stream.unwrap_or(0)
+        };
+        let inject = reqs.iter().any(|r| r.flags & INJECT_FAILURE != 0);
+        let batched = self.put_in_order(target, reqs).map_err(|(i, why)| {
+            let _ = self.gpu.stream_synchronize(target, Some(self.device));
+            Error::new(
+                Status::CudaError,
+                format!(
+                    "issuing copy {i} of a batch of {} on the stream failed ({why}): the {i} before it landed, none after it was issued",
+                    reqs.len()
+                ),
+            )
+        })?;
+        self.fast.fetch_add(reqs.len(), Ordering::Relaxed);
+        self.batched.fetch_add(batched, Ordering::Relaxed);
+        let t = if inject {
+            Self::watch(&mut st, Watched { event: 0, result: UNKNOWN, is_wait: false, on_own_device: true, word: None, batch: true })
+        } else {
+            match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
+                Ok(t) => t,
+                Err(_) => {
+                    let ev = self.pooled_event(&mut st);
+                    let (event, result) = match ev.map(|ev| (ev, self.gpu.event_record(ev, target, Some(self.device)))) {
+                        Some((ev, Ok(()))) => (ev, NOT_READY),
+                        other => {
+                            if let Some((ev, _)) = other {
+                                self.gpu.event_destroy(ev);
+                            }
+                            (0, self.gpu.stream_synchronize(target, Some(self.device)).err().unwrap_or(SUCCESS))
+                        }
+                    };
+                    Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true })
+                }
+            }
+        };
+        if !own && self.follow_stream(&mut st, s).is_err() {
+            let _ = self.gpu.stream_synchronize(target, Some(self.device)); // the host waits instead
+        }
+        Ok(t)
+    }
+
+    /// `reqs` onto `target` in order (no lock needed: the caller's stream, or the engine's under
+    /// the lock). The number of copies launches moved, or the index of the copy the driver
+    /// refused and why.
+    fn put_in_order(&self, target: Handle, reqs: &[CopyReq]) -> std::result::Result<usize, (usize, String)> {
+        let max = self.batch_bytes();
+        let mut batched = 0;
+        let mut run: Vec<(usize, Desc)> = Vec::new();
+        let launch = |run: &mut Vec<(usize, Desc)>, batched: &mut usize| -> std::result::Result<(), (usize, String)> {
+            for chunk in run.chunks(BATCH_MAX) {
+                let descs: Vec<Desc> = chunk.iter().map(|c| c.1).collect();
+                if self.gpu.launch_batch(self.device, target, &descs).is_ok() {
+                    *batched += descs.len();
+                    continue;
+                }
+                for (i, d) in chunk {
+                    self.gpu.memcpy_async(d.dst, d.src, d.bytes, target, Some(self.device)).map_err(|c| (*i, self.gpu.result_name(c)))?;
+                }
+            }
+            run.clear();
+            Ok(())
+        };
+        for (i, r) in reqs.iter().enumerate() {
+            if r.flags & INJECT_FAILURE != 0 || r.bytes == 0 {
+                continue;
+            }
+            if r.flags & DEVICE_ENDS != 0 && r.bytes <= max {
+                run.push((i, Desc { src: r.src, dst: r.dst, bytes: r.bytes }));
+                continue;
+            }
+            launch(&mut run, &mut batched)?;
+            self.gpu.memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device)).map_err(|c| (i, self.gpu.result_name(c)))?;
+        }
+        launch(&mut run, &mut batched)?;
+        Ok(batched)
     }
 
     fn watch(st: &mut State, w: Watched) -> u64 {
@@ -404,9 +632,24 @@ impl<G: Gpu> Engine<G> {
             return Err(closed_error());
         }
         self.check_stream(s)?;
+        let d = self.gpu.stream_device(s);
+        let device = if d >= 0 { d } else { self.device };
+        {
+            let mut st = self.lock();
+            // The calling thread's context first (the special handles name its device's streams),
+            // then that of the stream's device.
+            if let Ok(t) = self.watch_word(&mut st, s, None, device, true, false) {
+                return Ok(t);
+            }
+            if d >= 0
+                && let Ok(t) = self.watch_word(&mut st, s, Some(d), device, true, false)
+            {
+                return Ok(t);
+            }
+        }
         let ev = self.record_on(s)?;
         let mut st = self.lock();
-        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false }))
+        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false }))
     }
 
     /// [`check_stream`] with this engine's GPU.
@@ -656,6 +899,9 @@ impl<G: Gpu> Engine<G> {
 
     fn poll_watched(&self, t: u64) -> Code {
         let mut st = self.lock();
+        if let Some(e) = self.word_outcome(&mut st, t, false) {
+            return e;
+        }
         let Some(w) = st.watched.get(&t) else {
             return UNKNOWN; // completed already, or never issued: nothing to wait for
         };
@@ -722,6 +968,7 @@ impl<G: Gpu> Engine<G> {
             return Ok(Settled::Landed);
         }
         let is_wait = w.as_ref().is_some_and(|w| w.is_wait);
+        let batch = w.as_ref().is_some_and(|w| w.batch);
         // Named from the outcome the engine learned from the GPU (the caller's `e` is only a
         // number to the engine: a value the driver did not give is not named).
         let own = if t & EVENT_TICKET != 0 { w.as_ref().map_or(NOT_READY, |w| w.result) } else { Self::failed_in(&st, t) };
@@ -731,6 +978,15 @@ impl<G: Gpu> Engine<G> {
                 st.error = format!(
                     "the work queued on the stream before after() ended with a CUDA error ({name}); the wait completed \
                      regardless"
+                );
+            }
+            return Ok(Settled::Report);
+        }
+        if batch {
+            if st.error.is_empty() {
+                st.error = format!(
+                    "a batch of copies on a caller's stream (copy_on_stream) failed after it was issued ({name}); the \
+                     work queued there after it did not see its bytes, and it was not redone"
                 );
             }
             return Ok(Settled::Report);
@@ -769,17 +1025,24 @@ impl<G: Gpu> Engine<G> {
         if st.released {
             return Ok(());
         }
-        self.wait_watched(&st);
+        self.wait_watched(&mut st);
         if st.stream.is_some() {
             self.settle_by_marks(&mut st);
         }
         Ok(())
     }
 
-    fn wait_watched(&self, st: &State) {
-        for w in st.watched.values() {
-            if w.event != 0 && !w.is_wait {
-                let _ = self.gpu.event_synchronize(w.event);
+    /// Under the lock: the host waits for the copies on callers' streams (their words, or
+    /// events): a word stops the wait when it landed or the context reports a fault.
+    fn wait_watched(&self, st: &mut State) {
+        let copies: Vec<u64> = st.watched.iter().filter(|(_, w)| !w.is_wait && w.result == NOT_READY).map(|(t, _)| *t).collect();
+        for t in copies {
+            if let Some(ev) = st.watched.get(&t).map(|w| w.event).filter(|e| *e != 0) {
+                let _ = self.gpu.event_synchronize(ev);
+                continue;
+            }
+            while self.word_outcome(st, t, true) == Some(NOT_READY) {
+                spin();
             }
         }
     }
@@ -822,7 +1085,7 @@ impl<G: Gpu> Engine<G> {
                 write_word(host, st.tickets_done);
             }
         }
-        self.wait_watched(&st);
+        self.wait_watched(&mut st);
         let Some(stream) = st.stream else { return 0 };
         if !planted::on(planted::DRAIN_BEFORE_IDLE) {
             self.settle_by_marks(&mut st);
@@ -928,6 +1191,21 @@ pub fn check_stream<G: Gpu>(gpu: &G, s: Handle) -> Result<()> {
              cudaGraphLaunch)"
         ),
     ))
+}
+
+/// The mapped word at host address `host` (written by a stream).
+#[allow(unsafe_code)]
+fn read_word(host: usize) -> u32 {
+    // SAFETY: `host` is a word of a block this engine mapped, kept for the process's life.
+    unsafe { (*(host as *const std::sync::atomic::AtomicU32)).load(std::sync::atomic::Ordering::Acquire) }
+}
+
+/// A host wait's pause between two looks at a word.
+fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::sleep(std::time::Duration::from_micros(20));
 }
 
 /// Stores `v` in the mapped word at host address `host` (read by the GPU).

@@ -80,6 +80,15 @@ impl Gpu for Driver {
     fn mapped_word(&self, device: i32) -> Result<(usize, usize), Code> {
         cuda::mapped_host_word(device)
     }
+    fn mapped_words(&self, device: i32, words: usize) -> Result<(usize, usize), Code> {
+        cuda::mapped_host_block(device, 4 * words)
+    }
+    fn stream_write_value32(&self, s: Handle, addr: usize, value: u32, ctx: Option<i32>) -> Result<(), Code> {
+        cuda::stream_write_value32(s, addr, value, ctx)
+    }
+    fn stream_query(&self, s: Handle, ctx: Option<i32>) -> Result<(), Code> {
+        cuda::stream_query(s, ctx)
+    }
     fn stream_wait_value32(&self, device: i32, s: Handle, addr: usize, value: u32) -> Result<(), String> {
         cuda::stream_wait_value32(device, s, addr, value)
     }

@@ -50,7 +50,7 @@ struct BatchDesc {
 constexpr unsigned kBatchMax = 128;  // the kernel's parameter: this many descriptors
 
 struct Op {
-    enum Kind { Copy, Batch, Memset, HostFn, Marker, WaitValue } kind = Marker;
+    enum Kind { Copy, Batch, Memset, HostFn, Marker, WaitValue, WriteValue } kind = Marker;
     std::vector<BatchDesc> batch;  // Batch: its copies
     void *dst = nullptr;
     const void *src = nullptr;
@@ -59,7 +59,8 @@ struct Op {
     cudaHostFn_t fn = nullptr;
     void *arg = nullptr;
     bool fail = false;
-    const uint32_t *word = nullptr;  // WaitValue: runs once *word >= wait_value in wrapping order
+    const uint32_t *word = nullptr;  // WaitValue: runs once *word >= wait_value in wrapping order;
+                                     // WriteValue: stores wait_value there when the stream reaches it
     uint32_t wait_value = 0;
     unsigned delay_us = 0;
     uint64_t index = 0;
@@ -127,6 +128,10 @@ std::atomic<int> g_fail_next{0};
 std::atomic<int> g_fail_launches{
     0};  // the next n cuLaunchKernel calls fail at the call (uxn_standin_fail_next_launches)
 std::atomic<long> g_failed_copies{0}, g_async_copies{0}, g_batch_launches{0}, g_batched_copies{0};
+std::atomic<long> g_stream_writes{0}, g_event_records{0};
+// Copy failures a stream write reached before any event or synchronize reported them: the next
+// cuStreamQuery (of any stream) reports one, as a GPU's context reports a fault to any call.
+std::atomic<int> g_faults{0};
 std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;
 
@@ -225,6 +230,21 @@ void worker_main(Stream *s) {
                 while (static_cast<int32_t>(__atomic_load_n(op.word, __ATOMIC_ACQUIRE) - op.wait_value) < 0)
                     std::this_thread::sleep_for(std::chrono::microseconds(20));
                 break;
+            case Op::WriteValue: {  // cuStreamWriteValue32: the failures before it become the context's
+                {
+                    std::lock_guard<std::mutex> fl(g.mu);
+                    for (auto it = s->failed.begin(); it != s->failed.end();) {
+                        if (*it < op.index) {
+                            g_faults.fetch_add(1);
+                            it = s->failed.erase(it);
+                        } else {
+                            ++it;
+                        }
+                    }
+                }
+                __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
+                break;
+            }
         }
         lk.lock();
         s->completed = op.index;
@@ -478,6 +498,7 @@ CUresult to_drv(cudaError_t e) {
 
 // Shared by both APIs ---------------------------------------------------------
 cudaError_t event_record(Event *e, const void *stream, int dev) {
+    g_event_records.fetch_add(1);
     if (!e) return cudaErrorInvalidResourceHandle;
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -589,6 +610,8 @@ UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load();
 UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
 UXN_EXPORT long uxn_standin_busy_stream_destroys(void) { return g_busy_destroys.load(); }
 UXN_EXPORT long uxn_standin_batch_launches(void) { return g_batch_launches.load(); }
+UXN_EXPORT long uxn_standin_stream_writes(void) { return g_stream_writes.load(); }
+UXN_EXPORT long uxn_standin_event_records(void) { return g_event_records.load(); }
 UXN_EXPORT long uxn_standin_batched_copies(void) { return g_batched_copies.load(); }
 UXN_EXPORT int uxn_standin_register_device_range(void *base, size_t size, int device) {
     Global &g = G();
@@ -1193,6 +1216,8 @@ UXN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
 }
 UXN_EXPORT CUresult cuStreamQuery(CUstream stream) {
     DRV_ENTER();
+    for (int f = g_faults.load(); f > 0;)
+        if (g_faults.compare_exchange_weak(f, f - 1)) return CUDA_ERROR_UNKNOWN;
     int dev = drv_device();
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -1291,6 +1316,31 @@ static CUresult stream_wait_value32(CUstream stream, CUdeviceptr addr, cuuint32_
 }
 UXN_EXPORT CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
     return stream_wait_value32(s, addr, value, flags);
+}
+// cuStreamWriteValue32: the stream stores `value` into the word (mapped host memory) when it
+// reaches the write, after the work queued before it. A copy failure on the stream before it that
+// no event or synchronize reported yet becomes a fault the next cuStreamQuery reports.
+static CUresult stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    DRV_ENTER();
+    const int dev = drv_device();
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!addr || (addr & 3) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    Global &g = G();
+    std::lock_guard<std::mutex> lk(g.mu);
+    Stream *s = resolve(stream, dev);
+    if (s->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!s->legacy && reinterpret_cast<uintptr_t>(stream) > 2 && s->device != dev) return CUDA_ERROR_INVALID_HANDLE;
+    Op op;
+    op.kind = Op::WriteValue;
+    op.word = reinterpret_cast<const uint32_t *>(static_cast<uintptr_t>(addr));
+    op.wait_value = value;
+    enqueue(s, std::move(op));
+    g_stream_writes.fetch_add(1);
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+    return stream_write_value32(s, addr, value, flags);
 }
 // One kernel, the library's batched copy (uxn_copy_batch): a module whose PTX defines it loads,
 // any other fails as on a GPU without a binary for it. Its launch is one operation on the stream

@@ -63,3 +63,8 @@ fn stream_ticket_released_by_another_thread() {
 fn drain_releases_pending_stream_tickets() {
     scenario_drain_releases_tickets();
 }
+
+#[test]
+fn stream_words_land_after_their_copies() {
+    scenario_stream_words();
+}

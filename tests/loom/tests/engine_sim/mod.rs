@@ -16,6 +16,8 @@ enum Op {
     Wait(usize, usize),
     /// Runs once the mapped word (the engine's stream tickets done) is at least `.0`.
     WaitValue(u32),
+    /// Stores `.1` into the mapped word at host address `.0` (a ticket's word of a caller's stream).
+    WriteValue(usize, u32),
 }
 
 #[derive(Default)]
@@ -104,6 +106,12 @@ impl ModelGpu {
                     ids.len()
                 }
                 Op::Wait(..) | Op::WaitValue(_) => 0,
+                Op::WriteValue(addr, v) => {
+                    // SAFETY: a word of a block mapped_words leaked for the model's life.
+                    #[allow(unsafe_code)]
+                    unsafe { (*(addr as *const std::sync::atomic::AtomicU32)).store(v, std::sync::atomic::Ordering::Release) };
+                    0
+                }
             };
             s.word_at_run.extend(std::iter::repeat_n(word, n));
             s.streams[i].done += 1;
@@ -236,6 +244,25 @@ impl Gpu for ModelGpu {
     fn mapped_word(&self, _device: i32) -> Result<(usize, usize), Code> {
         let a = self.word as *const _ as usize;
         Ok((a, a))
+    }
+    fn mapped_words(&self, _device: i32, words: usize) -> Result<(usize, usize), Code> {
+        let block: &'static [std::sync::atomic::AtomicU32] =
+            Box::leak((0..words).map(|_| std::sync::atomic::AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice());
+        let a = block.as_ptr() as usize;
+        Ok((a, a))
+    }
+    fn stream_write_value32(&self, st: Handle, addr: usize, value: u32, _ctx: Option<i32>) -> Result<(), Code> {
+        self.with(|s| {
+            assert!(!s.streams[st].destroyed, "a write on a destroyed stream");
+            s.streams[st].ops.push(Op::WriteValue(addr, value));
+        });
+        Ok(())
+    }
+    fn stream_query(&self, _st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+        if self.inline {
+            self.step();
+        }
+        Ok(())
     }
     fn stream_wait_value32(&self, _device: i32, st: Handle, addr: usize, value: u32) -> Result<(), String> {
         assert_eq!(addr, self.word as *const _ as usize, "a wait on a word the model did not map");
@@ -421,8 +448,11 @@ pub fn scenario_two_threads() {
 }
 
 /// Polls the caller's-stream ticket `t` (copy_on_stream, after) until it is over and settles it.
-fn wait_watched(e: &Engine<ModelGpu>, t: u64, what: &str) -> Result<(), String> {
+fn wait_watched(e: &Engine<ModelGpu>, g: &ModelGpu, t: u64, what: &str) -> Result<(), String> {
     loop {
+        if g.inline {
+            g.step(); // a poll of a word the stream writes reaches no GPU call: the model runs a step here
+        }
         let r = e.poll(t, None).map_err(|x| format!("polling {what}: {x:?}"))?;
         if r != NOT_READY {
             check(r == SUCCESS, format!("{what} failed ({r})"))?;
@@ -449,7 +479,7 @@ pub fn scenario_ticket_released_by_another_thread() {
             let e = e.clone();
             thread::spawn(move || e.ticket_done(t).map_err(|x| format!("ticket_done: {x:?}")))
         };
-        let mine = wait_watched(&e, c, "the copy on the stream").and_then(|()| wait_watched(&e, w, "after()"));
+        let mine = wait_watched(&e, &g, c, "the copy on the stream").and_then(|()| wait_watched(&e, &g, w, "after()"));
         let theirs = other.join().unwrap();
         let word = g.word_when_ran(1);
         drop(e);
@@ -474,4 +504,36 @@ pub fn scenario_drain_releases_tickets() {
         check(ran == vec![1, 2], format!("drain() returned before every copy ran: {ran:?}"))?;
         check(e.ticket_done(t).is_err(), "the ticket drain() released was still pending".into())
     });
+}
+
+/// Copies on a caller's stream, one (copy_on_stream) then a batch of a small and a large one
+/// (copy_batch_on_stream), then an after(), with the GPU on its own thread: each ticket is the
+/// word the stream writes, and none is reported over before every copy queued before it ran, in
+/// the order issued.
+pub fn scenario_stream_words() {
+    run(64, 0, |e, g| {
+        let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
+        let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 4096, DEVICE_ENDS)]).unwrap();
+        let w = e.after(0).unwrap();
+        for (t, upto, what) in [(c, 1, "the copy on the stream"), (b, 3, "the batch on the stream"), (w, 3, "after()")] {
+            wait_watched_batch(&e, t, what)?;
+            let ran = g.ran();
+            let want: Vec<usize> = (1..=upto).collect();
+            check(ran.len() >= upto && ran[..upto] == want[..], format!("{what} was reported over with only {ran:?} run"))?;
+        }
+        check(e.drain() == 0, "drain() reported failed copies".into())
+    });
+}
+
+/// wait_watched for a ticket that may be a batch's (settled LANDED when it landed).
+fn wait_watched_batch(e: &Engine<ModelGpu>, t: u64, what: &str) -> Result<(), String> {
+    loop {
+        let r = e.poll(t, None).map_err(|x| format!("polling {what}: {x:?}"))?;
+        if r != NOT_READY {
+            check(r == SUCCESS, format!("{what} failed ({r})"))?;
+            let settled = e.complete(t, r, &req(0, 0, 0)).map_err(|x| format!("settling {what}: {x:?}"))?;
+            return check(settled == Settled::Landed, format!("{what} did not settle as landed"));
+        }
+        thread::yield_now();
+    }
 }
