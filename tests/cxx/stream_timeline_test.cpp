@@ -16,6 +16,12 @@
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
 //   T6 in a fork() child, copy_on_stream, copy_after and after() throw errc forked.
+//   T7 (stand-in) after() and a fast copy_on_stream are one stream write each and no event, on a
+//      stream of the heap's device and of another device; a copy failed before after() on the
+//      stream is still reported by check_copies().
+//   T8 copies_on_stream: 16 small copies and a large one, in the stream's order (after a 150 ms
+//      host function and the sources' write, before a read queued behind them), the call not
+//      waiting; on the fast path the small ones in one launch of the batch kernel (stand-in).
 // A hang is a FAIL (the watchdog, 120 s). Runs over the CUDA stand-in in CI (tests/cxx's
 // uxn_standin_test), 2 ranks; on a GPU host as well. Arguments: the groups to run (none: all).
 //   upcxx-run -n 2 ./stream_timeline_test [T1 T2 ...]
@@ -310,6 +316,100 @@ static void t6_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
 }
 
 // The groups named on the command line (none: all of them).
+// T7: the stream operations' completions are words the stream writes, not events.
+static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    using count_fn = long (*)();
+    const auto writes = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_stream_writes"));
+    const auto records = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_event_records"));
+    using fail_fn = int (*)(int);
+    const auto fail_next = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    if (!writes || !records || !fail_next) return skip("T7", "counts the CUDA stand-in's stream writes and events");
+    if (!fast) return skip("T7", "the fast path");
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    const dptr gs = heap.to_global_ptr(a), gd = heap.to_global_ptr(b);
+    long w0 = writes(), e0 = records();
+    bool done = wait_for(heap.after(s), 60);
+    check("T7.after_word", done && writes() - w0 == 1 && records() - e0 == 0,
+          "after(s): %ld stream writes, %ld events recorded (want 1 and 0), done %d", writes() - w0, records() - e0,
+          static_cast<int>(done));
+    set_bytes(a, 0x3d);
+    w0 = writes(), e0 = records();
+    done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
+    check("T7.copy_word", done && writes() - w0 == 1 && records() - e0 == 0 && wrong_bytes(b, 0x3d) == 0,
+          "copy_on_stream: %ld stream writes, %ld events recorded (want 1 and 0), done %d", writes() - w0,
+          records() - e0, static_cast<int>(done));
+    int ndev = 0;
+    cudaGetDeviceCount(&ndev);
+    if (ndev >= 2) {  // a stream of another device is written in its own context
+        cudaStream_t foreign = nullptr;
+        cudaSetDevice((heap.device() + 1) % ndev);
+        cudaStreamCreateWithFlags(&foreign, cudaStreamNonBlocking);
+        cudaSetDevice(heap.device());
+        w0 = writes(), e0 = records();
+        done = wait_for(heap.after(foreign), 60);
+        check("T7.other_device", done && writes() - w0 == 1 && records() - e0 == 0,
+              "after(a stream of another device): %ld stream writes, %ld events, done %d", writes() - w0,
+              records() - e0, static_cast<int>(done));
+        cudaStreamDestroy(foreign);
+    }
+    try {  // an earlier group's failure, not this one's
+        heap.check_copies();
+    } catch (const heap_error &) {
+    }
+    fail_next(1);
+    cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s);  // fails (stand-in), not reported by any event
+    done = wait_for(heap.after(s), 60);
+    std::string said;
+    const bool reported = throws_errc([&] { heap.check_copies(); }, nvshmem_errc::cuda, said);
+    check("T7.fault_reported", done && reported, "a failed copy before after(s): done %d, check_copies: %s",
+          static_cast<int>(done), said.c_str());
+    fail_next(0);
+    cudaStreamDestroy(s);
+    upcxx::barrier();
+}
+
+// T8: many copies in a stream's order, one call.
+static void t8_copies_on_stream(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    using count_fn = long (*)();
+    const auto launches = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_batch_launches"));
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    set_bytes(a, 0);
+    set_bytes(b, 0);
+    const std::size_t small = 256, large = 32 * 1024;
+    std::vector<upcxx::extra::stream_copy<unsigned char>> copies;
+    for (std::size_t i = 0; i < 16; i++)
+        copies.push_back({heap.to_global_ptr(a + i * small), heap.to_global_ptr(b + i * small), small});
+    copies.push_back({heap.to_global_ptr(a + 16 * small), heap.to_global_ptr(b + 16 * small), large});
+    const std::size_t total = 16 * small + large;
+    static int ms = 150;
+    unsigned char *host = nullptr;
+    cudaMallocHost(&host, total);
+    std::memset(host, 0, total);
+    cudaLaunchHostFunc(s, sleep_host_fn, &ms);
+    cudaMemsetAsync(a, 0x71, total, s);  // the sources, written by the stream's earlier work
+    const long l0 = launches ? launches() : 0;
+    const double t0 = copy_test::now();
+    upcxx::future<> f = heap.copies_on_stream(s, copies);
+    const double call_s = copy_test::now() - t0;
+    cudaMemcpyAsync(host, b, total, cudaMemcpyDeviceToHost, s);  // the stream's later work reads them
+    const bool done = wait_for(f, 60) && wait_for(heap.after(s), 60);
+    long wrong = 0;
+    for (std::size_t i = 0; i < total; i++) wrong += host[i] != 0x71;
+    check("T8.order", done && wrong == 0 && call_s < 0.1,
+          "copies_on_stream: the call took %.3f s, done %d, %ld bytes read wrong by the stream's later work", call_s,
+          static_cast<int>(done), wrong);
+    if (launches && fast)
+        check("T8.one_launch", launches() - l0 == 1, "16 small copies: %ld launches of the batch kernel (want 1)",
+              launches() - l0);
+    const std::vector<upcxx::extra::stream_copy<unsigned char>> none;
+    check("T8.empty", wait_for(heap.copies_on_stream(s, none), 60), "copies_on_stream of no copy never completed");
+    cudaFreeHost(host);
+    cudaStreamDestroy(s);
+    upcxx::barrier();
+}
+
 static int g_argc = 0;
 static char **g_argv = nullptr;
 static bool wanted(const char *group) {
@@ -345,6 +445,8 @@ int main(int argc, char **argv) {
         if (wanted("T2")) t2_other_device(heap, a, b);
         if (wanted("T3")) t3_worker_ticket(heap);
         if (wanted("T4")) t4_discharge(heap, a, b);
+        if (wanted("T7")) t7_stream_words(heap, a, b);
+        if (wanted("T8")) t8_copies_on_stream(heap, a, b);
         heap.destroy();
     }
     if (wanted("T1"))

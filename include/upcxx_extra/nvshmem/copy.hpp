@@ -574,6 +574,49 @@ struct copy_path {
         }
     }
 
+    /// heap.copies_on_stream(s, copies, cxs): every {src, dst, n} of `copies` in the order of `s`,
+    /// issued in the call, and the completions `cxs` (operation_cx only) once `s` has run them
+    /// all. When every copy has both ends mapped here (fast mode), one call of the engine: runs
+    /// of small copies with heap memory at both ends move in one launch of the batch kernel, the
+    /// others one cudaMemcpyAsync each, all on `s`. Otherwise each is copy_on_stream (in `s`'s
+    /// order, by its path) and `cxs` is after(s, cxs).
+    template <class Range, class Cxs>
+    static auto many_on_stream(Heap &h, cudaStream_t s, const Range &copies, Cxs &&cxs)
+        -> decltype(after(h, s, std::forward<Cxs>(cxs))) {
+        if (!h.active()) throw Heap::inactive("nvshmem_heap::copies_on_stream");
+        if constexpr (internals::cx_known<Cxs>) {
+            using cx = typename backend::template cx<Cxs>;
+            static_assert(!cx::want_remote,
+                          "heap.copies_on_stream(stream, copies, cxs): a remote completion (remote_cx) is not "
+                          "supported; use copy_on_stream for each copy");
+            std::vector<upcxx_extra_nvshmem_engine_copy_t> cs;
+            bool fast = !h.engine().force_fallback();
+            for (const auto &c : copies) {
+                using T = typename std::decay<decltype(c.dst)>::type::element_type;
+                check_common(h, c.src, c.dst);
+                upcxx_extra_nvshmem_engine_copy_t e{};
+                e.bytes = checked_bytes<T>(c.n);
+                void *from = nullptr, *to = nullptr;
+                const bool heap_s = reach(h, c.src, e.bytes, "source", from, e.src_rank);
+                const bool heap_d = reach(h, c.dst, e.bytes, "destination", to, e.dst_rank);
+                if (!from || !to || !(heap_s || heap_d)) fast = false;
+                e.src = from;
+                e.dst = to;
+                e.flags = heap_s && heap_d ? std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS) : 0u;
+                e.stream = s;
+                cs.push_back(e);
+            }
+            if (fast) {
+                auto f = std::make_unique<wait_flight<Cxs>>(std::forward<Cxs>(cxs));
+                wait_flight<Cxs> &fl = *f;
+                h.engine().start_batch(std::move(f), s, cs.data(), cs.size());  // throws: nothing notified
+                return cx::returner(fl.here, false)();
+            }
+        }
+        for (const auto &c : copies) (void)dispatch(h, route_on_stream{s}, c.src, c.dst, c.n);
+        return after(h, s, std::forward<Cxs>(cxs));
+    }
+
     /// after(): a wait for a stream, notified as a copy's operation completion.
     template <class Cxs>
     struct wait_flight final : flight {

@@ -250,6 +250,21 @@ public:
         raw->ticket = t;
     }
 
+    /// copies_on_stream(): issues the `n` copies of `copies` in the order of `s`, as one (small
+    /// copies with heap memory at both ends in one launch of the batch kernel), and completes `f`
+    /// (a wait, no copy of its own) on the calling persona at its user-level progress once `s`
+    /// has run them all. Throws nvshmem_error (errc stream_capture, cuda, forked, heap_inactive;
+    /// nothing will be notified) when they cannot be issued.
+    void start_batch(std::unique_ptr<flight> f, cudaStream_t s, const upcxx_extra_nvshmem_engine_copy_t *copies,
+                     std::size_t n) {
+        flight *raw = f.get();
+        poll{shared_from_this(), raw}.queue();
+        (void)f.release();
+        std::uint64_t t = 0;
+        const upcxx_extra_nvshmem_status_t st = upcxx_extra_nvshmem_engine_copy_on_stream_batch(h_, s, copies, n, &t);
+        if (st != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(st, "nvshmem_heap::copies_on_stream");
+        raw->ticket = t;
+    }
     /// The work queued on `s` after the call waits, on the GPU, until ticket `t` (stream_ticket)
     /// is done; where CUDA cannot enqueue that wait, the host makes progress until it is (false:
     /// it did not come within 60 s).

@@ -202,6 +202,16 @@ protected:
 /// Thread safety: to_global_ptr / from_global_ptr / copy / accessors may run on any thread (a
 /// copy completes on the persona that called it); the constructor, update(), destroy() and moves
 /// must not run concurrently with them.
+/// One copy of heap.copies_on_stream: `n` elements from `src` to `dst` (global pointers, as
+/// heap.copy takes them).
+template <class T, upcxx::memory_kind KS = upcxx::memory_kind::cuda_device,
+          upcxx::memory_kind KD = upcxx::memory_kind::cuda_device>
+struct stream_copy {
+    upcxx::global_ptr<const T, KS> src;
+    upcxx::global_ptr<T, KD> dst;
+    std::size_t n = 0;
+};
+
 class nvshmem_heap : private detail::heap_state {
 public:
     using device_gptr = detail::device_gptr;
@@ -516,6 +526,29 @@ public:
     auto copy_on_stream(cudaStream_t stream, A &&...a) -> decltype(upcxx::copy(std::forward<A>(a)...)) {
         return detail::copy_path<detail::heap_state>::dispatch(*this, detail::route_on_stream{stream},
                                                                std::forward<A>(a)...);
+    }
+
+    /// Many copies in the order of CUDA stream `stream`, issued in the call: each element `c` of
+    /// `copies` (a range of upcxx::extra::stream_copy, or of anything with members `src`, `dst`
+    /// (global pointers, as copy() takes) and `n` (elements)) is copy(c.src, c.dst, c.n) in the
+    /// order of `stream` and in the order of the range, as that many copy_on_stream calls would
+    /// be, with one completion for all: the completions `cxs` (operation_cx only; a future by
+    /// default) once `stream` has run every copy. When every copy has both ends mapped here, the
+    /// small copies with heap memory at both ends move in one launch of the heap's batch kernel on
+    /// `stream` (or on the heap's stream between two events, for a stream of another device) and
+    /// the others are one cudaMemcpyAsync each; otherwise each is copy_on_stream. A CUDA failure
+    /// of the launch or of a copy after it was issued is not redone: the completion still comes,
+    /// and check_copies() throws it. Throws as copy_on_stream does.
+    template <class Range>
+    upcxx::future<> copies_on_stream(cudaStream_t stream, const Range &copies) {
+        return detail::copy_path<detail::heap_state>::many_on_stream(*this, stream, copies,
+                                                                     upcxx::operation_cx::as_future());
+    }
+    template <class Range, class Cxs>
+    auto copies_on_stream(cudaStream_t stream, const Range &copies, Cxs &&cxs)
+        -> decltype(detail::copy_path<detail::heap_state>::many_on_stream(std::declval<detail::heap_state &>(), stream,
+                                                                          copies, std::forward<Cxs>(cxs))) {
+        return detail::copy_path<detail::heap_state>::many_on_stream(*this, stream, copies, std::forward<Cxs>(cxs));
     }
 
     /// Throws nvshmem_error (CUDA_ERROR) for the first fast copy that failed after it was issued

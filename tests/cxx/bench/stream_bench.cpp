@@ -8,10 +8,18 @@
 //                    nvshmemx_quiet_on_stream(s) and cudaStreamSynchronize(s)
 // after warm-up windows, R repetitions each (ABAB order, so drift hits both alike). W = 1 is one
 // copy; W = 100 is the back-to-back case. One line per (size, window), times in us:
+//   copies_on_stream one heap.copies_on_stream(s, copies) of the W copies, then
+//                    cudaStreamSynchronize(s)
+// One line per (size, window), times in us:
 //   STREAM <bytes> <window> <copy_on_stream min> <max> <putmem_on_stream min> <max>
-//          <putmem_on_stream min / copy_on_stream min>
-// A ratio above 1 means copy_on_stream finished the window sooner. The completions of the
-// copy_on_stream copies run at the next progress (they are not part of the time).
+//          <putmem_on_stream min / copy_on_stream min> <copies_on_stream min> <max>
+//          <putmem_on_stream min / copies_on_stream min>
+// A ratio above 1 means the library finished the window sooner. The completions of the
+// library's copies run at the next progress (they are not part of the time).
+//
+// Then the cost of one heap.after(s) call on an idle stream (-a calls, default 1000), and the
+// time until all are ready:
+//   AFTERCALL <calls> <us per call> <us until the last is ready>
 //
 // Then the host time after() frees: a device-to-device copy of -b bytes (default 256 MiB) is
 // queued on s, and the host either blocks in cudaStreamSynchronize(s), or calls heap.after(s)
@@ -20,7 +28,7 @@
 //   AFTER <bytes> <stream time us> <cudaStreamSynchronize blocked us> <after() call us>
 //         <progress us until ready> <host time freed, %>
 //
-//   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456]
+//   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456] [-a 1000]
 //
 // Without a GPU it says SKIPPED and exits 77.
 #include <cuda_runtime.h>
@@ -66,7 +74,7 @@ int main(int argc, char **argv) {
     }
     std::vector<std::size_t> windows{1, 100};
     std::size_t min_size = 8, max_size = std::size_t(4) << 20, big = std::size_t(256) << 20;
-    int reps = 6, warm = 2;
+    int reps = 6, warm = 2, after_calls = 1000;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "-w")
@@ -81,6 +89,8 @@ int main(int argc, char **argv) {
             warm = std::atoi(argv[i + 1]);
         else if (a == "-b")
             big = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-a")
+            after_calls = std::atoi(argv[i + 1]);
     }
     if (windows.empty() || min_size == 0 || max_size < min_size || reps < 1 || big == 0) {
         if (!upcxx::rank_me()) std::printf("RESULT stream_bench FAIL: bad arguments\n");
@@ -122,6 +132,18 @@ int main(int argc, char **argv) {
                         upcxx::progress();  // the copies' completions, outside the time
                         return t;
                     };
+                    std::vector<upcxx::extra::stream_copy<char>> copies(w);
+                    for (std::size_t k = 0; k < w; k++)
+                        copies[k] = {lsrc + static_cast<std::ptrdiff_t>(off(k)),
+                                     rdst + static_cast<std::ptrdiff_t>(off(k)), n};
+                    auto run_batch = [&] {
+                        const double t0 = now();
+                        heap.copies_on_stream(s, copies, upcxx::operation_cx::as_lpc(upcxx::current_persona(), [] {}));
+                        cudaStreamSynchronize(s);
+                        const double t = now() - t0;
+                        upcxx::progress();
+                        return t;
+                    };
                     auto run_nvshmem = [&] {
                         const double t0 = now();
                         for (std::size_t k = 0; k < w; k++)
@@ -131,19 +153,33 @@ int main(int argc, char **argv) {
                         return now() - t0;
                     };
                     upcxx::barrier();
-                    stats h, v;
+                    stats h, v, b;
                     if (me == 0) {
-                        for (int r = 0; r < warm; r++) run_heap(), run_nvshmem();
+                        for (int r = 0; r < warm; r++) run_heap(), run_nvshmem(), run_batch();
                         for (int r = 0; r < reps; r++) {
                             h.add(run_heap());
                             v.add(run_nvshmem());
+                            b.add(run_batch());
                         }
-                        std::printf("STREAM %zu %zu %.2f %.2f %.2f %.2f %.3f\n", n, w, h.lo * 1e6, h.hi * 1e6,
-                                    v.lo * 1e6, v.hi * 1e6, v.lo / h.lo);
+                        std::printf("STREAM %zu %zu %.2f %.2f %.2f %.2f %.3f %.2f %.2f %.3f\n", n, w, h.lo * 1e6,
+                                    h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo, b.lo * 1e6, b.hi * 1e6,
+                                    v.lo / b.lo);
                         std::fflush(stdout);
                     }
                     upcxx::barrier();
                 }
+            // One after() call's cost, on rank 0 alone, on an idle stream.
+            if (me == 0 && after_calls > 0) {
+                cudaStreamSynchronize(s);
+                std::vector<upcxx::future<>> fs;
+                fs.reserve(std::size_t(after_calls));
+                const double t0 = now();
+                for (int k = 0; k < after_calls; k++) fs.push_back(heap.after(s));
+                const double calls = now() - t0;
+                for (auto &f : fs) f.wait();
+                std::printf("AFTERCALL %d %.3f %.1f\n", after_calls, calls * 1e6 / after_calls, (now() - t0) * 1e6);
+                std::fflush(stdout);
+            }
             // The host time after() frees, on rank 0 alone (a copy within its own heap).
             if (me == 0) {
                 for (int r = 0; r < warm + reps; r++) {
