@@ -16,7 +16,8 @@ docs/gpu-results.md generated from them.
                                       passed checks in LASTTEST. PASS: ctest exited 0, no test
                                       failed or was skipped, no check line FAIL. Exit 2, nothing
                                       written: no test ran, the summary and N disagree, N is 0
-                                      without a summary, or LASTTEST is not this run's
+                                      without a summary, or LASTTEST is not this run's. commit: git's
+                                      HEAD, or UXN_COMMIT in a copy without git (git archive)
 
 A record's fields (docs/gpu-runs/README.md): date, library, commit, machine, gpus, driver, cuda,
 nvshmem, wheel, upcxx, mode, ran, tests, checks, failures, result, notes.
@@ -271,14 +272,15 @@ def record(argv):
     m = re.search(r"release (\d+\.\d+)", sh(["nvcc", "--version"]))
     with open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8") as f:
         version = re.search(r'(?m)^version\s*=\s*"([^"]+)"', f.read()).group(1)
-    commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    if commit and sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", "src", "include"]):
+    # A copy without git (git archive, a tarball): the commit it was made from, if the caller says.
+    commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]) or os.environ.get("UXN_COMMIT", "")
+    if commit and os.path.isdir(os.path.join(ROOT, ".git")) and sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", "src", "include"]):
         commit += " with local changes"
     rec = {
         "date": sh(["date", "-u", "+%Y-%m-%d"]),
         "library": version,
         "commit": commit or None,
-        "machine": f"{len(gpus)} x {name}" if gpus else name,
+        "machine": (f"{len(gpus)} x {name}" + (", ranks sharing it" if len(gpus) == 1 else "")) if gpus else name,
         "gpus": len(gpus),
         "driver": driver,
         "cuda": m.group(1) if m else "unknown",
