@@ -320,3 +320,88 @@ fn standin_fork_child_polls_say_forked() {
         upcxx_extra_nvshmem_engine_free(e);
     }
 }
+
+/// `engine_copy_on_stream_batch`'s argument checks: nothing is issued, no ticket written.
+#[test]
+fn copy_on_stream_batch_argument_checks() {
+    let e = new_engine(0);
+    let (src, mut dst) = (vec![1u8; 8], vec![0u8; 8]);
+    let c = copy_of(&src, &mut dst, 0);
+    let mut t = 5u64;
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(null(), null_mut(), &c, 1, &mut t), Status::NullArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), &c, 1, null_mut()), Status::NullArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), null(), 2, &mut t), Status::NullArgument);
+        assert!(last().contains("copies"), "{}", last());
+        let holed = [c, EngineCopy { src: null(), ..c }];
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), holed.as_ptr(), 2, &mut t), Status::NullArgument);
+        assert!(last().contains("copy 1 of 8 bytes has a NULL end"), "{}", last());
+        assert_eq!(t, 5, "a refused call wrote a ticket");
+        upcxx_extra_nvshmem_engine_free(e);
+    }
+}
+
+/// A batch on a caller's stream (the legacy default stream): small copies with device ends in one
+/// launch, a large one as a copy, in order; one ticket lands once every copy did, settled LANDED.
+/// With one copy failed (injected) the ticket reports it, settled REPORT (never REDO), and
+/// take_error names the batch.
+#[test]
+fn standin_copy_on_stream_batch_lands_in_order() {
+    if !driver() {
+        return;
+    }
+    let e = new_engine(4096);
+    let src: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i + 1; if i == 3 { 65536 } else { 64 }]).collect();
+    let mut dst: Vec<Vec<u8>> = src.iter().map(|s| vec![0u8; s.len()]).collect();
+    // The stand-in's kernel reaches device memory only: these vectors stand for it.
+    // SAFETY: looks up a function of the stand-in (the libcuda.so.1 the library loaded).
+    let register = unsafe {
+        let cuda = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if cuda.is_null() { cuda } else { libc::dlsym(cuda, c"uxn_standin_register_device_range".as_ptr()) }
+    };
+    assert!(!register.is_null(), "the CUDA stand-in's uxn_standin_register_device_range");
+    // SAFETY: its C signature, int (void *, size_t, int).
+    let register: extern "C" fn(*mut libc::c_void, usize, i32) -> i32 = unsafe { std::mem::transmute(register) };
+    for v in src.iter() {
+        assert_eq!(register(v.as_ptr() as *mut libc::c_void, v.len(), 0), 0);
+    }
+    for v in dst.iter_mut() {
+        assert_eq!(register(v.as_mut_ptr().cast(), v.len(), 0), 0);
+    }
+    let mut cs: Vec<EngineCopy> = Vec::new();
+    for (s, d) in src.iter().zip(dst.iter_mut()) {
+        cs.push(copy_of(s, d, EngineFlag::DeviceEnds as u32));
+    }
+    let mut t = 0;
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), cs.len(), &mut t), Status::Ok, "{}", last());
+        assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "the batch never landed");
+        for (i, d) in dst.iter().enumerate() {
+            assert!(d.iter().all(|&b| b == i as u8 + 1), "copy {i} of the batch did not land");
+        }
+        let mut settled = EngineSettled::Report;
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, 0, null(), &mut settled), Status::Ok);
+        assert_eq!(settled, EngineSettled::Landed);
+        let mut counts = EngineCounts::default();
+        assert_eq!(upcxx_extra_nvshmem_engine_counts(e, &mut counts), Status::Ok);
+        assert_eq!((counts.fast, counts.batched), (4, 3), "3 small copies in the launch, the large one a copy");
+
+        cs[1].flags |= EngineFlag::InjectFailure as u32;
+        assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), cs.len(), &mut t), Status::Ok, "{}", last());
+        let r = poll_until_over(e, t, null_mut());
+        assert!(r.is_some_and(|r| r != 0), "a batch with a failed copy reported {r:?}");
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r.unwrap(), &cs[1], &mut settled), Status::Ok);
+        assert_eq!(settled, EngineSettled::Report, "a failed batch is reported, not redone");
+        assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::CudaError);
+        assert!(last().contains("batch of copies on a caller's stream"), "{}", last());
+        upcxx_extra_nvshmem_engine_free(e);
+        let unregister = libc::dlsym(
+            libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD),
+            c"uxn_standin_unregister_device_range".as_ptr(),
+        );
+        let unregister: extern "C" fn(*mut libc::c_void) -> i32 = std::mem::transmute(unregister);
+        for v in src.iter().chain(dst.iter()) {
+            assert_eq!(unregister(v.as_ptr() as *mut libc::c_void), 0);
+        }
+    }
+}

@@ -214,6 +214,7 @@ struct Watched {
     on_own_device: bool, // a copy_on_stream copy on a stream of the engine's device (pooled event)
     word: Option<Word>,  // the word the stream writes; None once seen (or given up: never reused)
     batch: bool,         // a batch of copies (copy_batch_on_stream): reported, never redone
+    injected: bool,      // testing: a copy of the batch was not issued: UNKNOWN once the others landed
 }
 
 /// A word of mapped host memory a stream writes `value` into; `device`: whose context is asked
@@ -430,7 +431,7 @@ impl<G: Gpu> Engine<G> {
                 }
             }
         };
-        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
+        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false, injected: false }))
     }
 
     /// Under the lock: a ticket whose outcome the word that `s` writes when it reaches this point
@@ -460,7 +461,7 @@ impl<G: Gpu> Engine<G> {
             return Err(c);
         }
         let word = Some(Word { host, dev, value, device });
-        Ok(Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch }))
+        Ok(Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch, injected: false }))
     }
 
     /// Under the lock: a fault the context of `device` reports (`SUCCESS`: none).
@@ -485,9 +486,13 @@ impl<G: Gpu> Engine<G> {
             return Some(w.result);
         }
         let word = w.word?;
+        let injected = w.injected;
         let landed = read_word(word.host) == word.value;
         let e = if landed {
-            self.probe(st, word.device)
+            match self.probe(st, word.device) {
+                SUCCESS if injected => UNKNOWN,
+                e => e,
+            }
         } else if probe_now || st.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY) {
             match self.probe(st, word.device) {
                 SUCCESS => return Some(NOT_READY),
@@ -555,11 +560,14 @@ impl<G: Gpu> Engine<G> {
         })?;
         self.fast.fetch_add(reqs.len(), Ordering::Relaxed);
         self.batched.fetch_add(batched, Ordering::Relaxed);
-        let t = if inject {
-            Self::watch(&mut st, Watched { event: 0, result: UNKNOWN, is_wait: false, on_own_device: true, word: None, batch: true })
-        } else {
+        let t = {
             match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
-                Ok(t) => t,
+                Ok(t) => {
+                    if let Some(w) = st.watched.get_mut(&t) {
+                        w.injected = inject;
+                    }
+                    t
+                }
                 Err(_) => {
                     let ev = self.pooled_event(&mut st);
                     let (event, result) = match ev.map(|ev| (ev, self.gpu.event_record(ev, target, Some(self.device)))) {
@@ -571,7 +579,11 @@ impl<G: Gpu> Engine<G> {
                             (0, self.gpu.stream_synchronize(target, Some(self.device)).err().unwrap_or(SUCCESS))
                         }
                     };
-                    Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true })
+                    let result = if inject && result == SUCCESS { UNKNOWN } else { result };
+                    Self::watch(
+                        &mut st,
+                        Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true, injected: inject },
+                    )
                 }
             }
         };
@@ -649,7 +661,10 @@ impl<G: Gpu> Engine<G> {
         }
         let ev = self.record_on(s)?;
         let mut st = self.lock();
-        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false }))
+        Ok(Self::watch(
+            &mut st,
+            Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false, injected: false },
+        ))
     }
 
     /// [`check_stream`] with this engine's GPU.
