@@ -215,8 +215,15 @@ static void f22_copy_on_stream(nvshmem_heap &heap, unsigned char *a, unsigned ch
     // A copy that is upcxx::copy: UPC++ host global pointers at both ends; the stream waits on the
     // GPU for its operation completion.
     const hptr hs = upcxx::new_array<unsigned char>(so_n), hd = upcxx::new_array<unsigned char>(so_n);
-    so_case(heap, "upcxx::copy between host global pointers", created, hs.local(), hd.local(), true, false,
-            [&] { return heap.copy_on_stream(created, hs, hd, so_n); });
+    // Its future deferred (UPC++ >= 2023.3; 2020.10 defers every one): ready at return would mean
+    // the call made progress (so_case).
+    so_case(heap, "upcxx::copy between host global pointers", created, hs.local(), hd.local(), true, false, [&] {
+#if COPY_HAS_EAGER
+        return heap.copy_on_stream(created, hs, hd, so_n, operation_cx::as_defer_future());
+#else
+        return heap.copy_on_stream(created, hs, hd, so_n);
+#endif
+    });
     // Two such copies back to back, the second reading what the first wrote: the second call waits
     // for the stream's earlier work, which waits on the GPU for the first copy's completion, which
     // needs progress. Naive: cudaStreamSynchronize there (a deadlock).
