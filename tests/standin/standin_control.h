@@ -42,6 +42,13 @@ long uxn_standin_async_copies(void);
 long uxn_standin_batch_launches(void);
 long uxn_standin_batched_copies(void);
 
+/* cuStreamWriteValue32 calls enqueued so far (the stream writes the word when it reaches the
+ * write; a copy failure before it on its stream that no event or synchronize reported becomes a
+ * fault the next cuStreamQuery, of any stream, reports once), and event records (cudaEventRecord,
+ * cuEventRecord) so far (process-wide). */
+long uxn_standin_stream_writes(void);
+long uxn_standin_event_records(void);
+
 /* Streams that upcxx-extra-nvshmem's library (the caller of cuStreamDestroy, by its shared
  * object) destroyed with work still queued on them, so far (process-wide). The stand-in runs that
  * work regardless, as CUDA does; a copy engine whose drain destroys its stream before its copies
