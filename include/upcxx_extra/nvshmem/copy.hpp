@@ -101,8 +101,9 @@ struct copy_path {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
         // A copy in a stream's order: the heap usable here (errc forked in a fork() child, before
-        // any CUDA call), and the stream not being captured into a CUDA graph.
-        if (after.set) refuse_stream_capture(h, after.stream, Order::on);
+        // any CUDA call). The stream's capture is checked by the engine on the fast path (once
+        // per call, with its fork and device checks), by wait_for() on upcxx::copy's.
+        if (after.set) check_stream_call(h, Order::on);
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
             // range that meets a heap is refused: a range clear of the span of the heaps costs
@@ -230,6 +231,9 @@ struct copy_path {
     static auto fallback(Heap &h, Order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         refuse_upcxx_crash(src, dst);
+        // Refused before it is counted (wait_for() checks again: this path waits on the host).
+        if (after.set)
+            refuse_capture(after.stream, Order::on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after");
         h.engine().count_fallback();
         std::shared_ptr<std::atomic<long>> in_flight = h.engine().fallbacks_in_flight();
         if constexpr (Order::on) {
@@ -326,14 +330,12 @@ struct copy_path {
 #endif
     }
 
-    // copy_after and copy_on_stream: a usable heap, and `s` not being captured into a CUDA graph
-    // (the completions follow events of work a graph runs only when launched). The fork() check
-    // comes first: a child's CUDA call fails in its own way.
-    [[gnu::noinline]] static void refuse_stream_capture(const Heap &h, cudaStream_t s, bool on) {
+    // copy_after and copy_on_stream: a usable heap (no CUDA call). The fork() check comes first:
+    // a child's CUDA call fails in its own way.
+    static void check_stream_call(const Heap &h, bool on) {
         const char *fn = on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after";
         if (!h.active()) throw Heap::inactive(fn);
         if (h.engine().forked()) throw forked_error(fn);
-        refuse_capture(s, fn);
     }
 
     // A heap that can copy here: active, and made in this process (not a fork() parent's).
@@ -537,7 +539,9 @@ struct copy_path {
     // device context: 0, cudaStreamLegacy and cudaStreamPerThread are its current device's. While
     // a stream may be waiting on the GPU for a copy_on_stream's upcxx::copy (a ticket not done),
     // the wait makes UPC++ progress: that copy's completion is what lets the stream go on.
+    // `stream` being captured into a CUDA graph is refused first (errc stream_capture).
     static void wait_for(Heap &h, cudaStream_t stream, const char *fn = "nvshmem_heap::copy_after") {
+        refuse_capture(stream, fn);
         upcxx_extra_nvshmem_status_t s = UPCXX_EXTRA_NVSHMEM_STATUS_OK;
         if (h.engine().tickets_pending()) {
             bool done = false;
@@ -567,7 +571,6 @@ struct copy_path {
             h.engine().start_after(std::move(f), s);  // throws: nothing will be notified
             return cx::returner(fl.here, false)();
         } else {
-            refuse_capture(s, "nvshmem_heap::after");
             wait_for(h, s, "nvshmem_heap::after");
             static const char nothing = 0;
             return upcxx::copy(&nothing, h.own_base(), 0, std::forward<Cxs>(cxs));
@@ -581,8 +584,8 @@ struct copy_path {
     /// others one cudaMemcpyAsync each, all on `s`. Otherwise each is copy_on_stream (in `s`'s
     /// order, by its path) and `cxs` is after(s, cxs).
     template <class Range, class Cxs>
-    static auto many_on_stream(Heap &h, cudaStream_t s, const Range &copies, Cxs &&cxs)
-        -> decltype(after(h, s, std::forward<Cxs>(cxs))) {
+    static auto many_on_stream(Heap &h, cudaStream_t s, const Range &copies,
+                               Cxs &&cxs) -> decltype(after(h, s, std::forward<Cxs>(cxs))) {
         if (!h.active()) throw Heap::inactive("nvshmem_heap::copies_on_stream");
         if constexpr (internals::cx_known<Cxs>) {
             using cx = typename backend::template cx<Cxs>;
