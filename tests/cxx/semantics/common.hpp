@@ -122,6 +122,25 @@ static void prepare(unsigned char *src, unsigned char *dst, std::size_t n, int s
 
 static void CUDART_CB sleep_host_fn(void *ms) { usleep(static_cast<useconds_t>(*static_cast<int *>(ms)) * 1000u); }
 
+// A stream's slow work without a clock: gate_host_fn, queued on a stream, returns only once the
+// test calls gate_open() (or after 10 s: an implementation that waits for the stream on the host
+// then fails, late, instead of hanging), and gate_passed() says whether it has returned. "The call
+// returned before the stream's earlier work ran" is then !gate_passed() at return, however late
+// anything is scheduled. Close it (gate_close()) before queueing it; open it before waiting on
+// the stream.
+static std::atomic<bool> g_gate_open{true}, g_gate_passed{true};
+static void gate_close() {
+    g_gate_open = false;
+    g_gate_passed = false;
+}
+static void gate_open() { g_gate_open = true; }
+static bool gate_passed() { return g_gate_passed.load(); }
+static void CUDART_CB gate_host_fn(void *) {
+    const double end = copy_test::now() + 10;
+    while (!g_gate_open.load() && copy_test::now() < end) usleep(500);
+    g_gate_passed = true;
+}
+
 static std::atomic<long> g_rpc_replies{0}, g_rpc_wrong{0}, g_rpc_misplaced{0};
 #if COPY_HAS_REMOTE_CX
 // At the target: are the bytes there, and is this the master persona in progress?

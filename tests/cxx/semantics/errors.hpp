@@ -1,4 +1,5 @@
-// copy_semantics_test, errors and redo: a copy CUDA fails is redone (also before destroy()), bad knobs.
+// copy_semantics_test, errors and redo: a copy CUDA fails is redone (also before destroy(), and one
+// owing a remote completion whose reissue fails too), bad knobs.
 // Part of copy_semantics_test.cpp, which includes every file of semantics/ into one translation unit
 // (one compile of UPC++ and the layer) and runs the groups; the helpers are common.hpp's.
 //

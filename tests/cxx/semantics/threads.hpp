@@ -1,4 +1,5 @@
-// copy_semantics_test, personas and threads that go away with copies in flight.
+// copy_semantics_test, personas and threads: those that go away with copies in flight, and where a
+// worker thread's copy completes.
 // Part of copy_semantics_test.cpp, which includes every file of semantics/ into one translation unit
 // (one compile of UPC++ and the layer) and runs the groups; the helpers are common.hpp's.
 //
