@@ -644,17 +644,17 @@ impl<G: Gpu> Engine<G> {
             return Err(closed_error());
         }
         self.check_stream(s)?;
-        let d = self.gpu.stream_device(s);
-        let device = if d >= 0 { d } else { self.device };
         {
             let mut st = self.lock();
-            // The calling thread's context first (the special handles name its device's streams),
-            // then that of the stream's device.
-            if let Ok(t) = self.watch_word(&mut st, s, None, device, true, false) {
+            // The calling thread's context first (the special handles name its device's streams;
+            // the usual stream is one of the engine's device, whose context is asked for a fault),
+            // then, asking CUDA for the stream's device only then, that device's.
+            if let Ok(t) = self.watch_word(&mut st, s, None, self.device, true, false) {
                 return Ok(t);
             }
+            let d = self.gpu.stream_device(s);
             if d >= 0
-                && let Ok(t) = self.watch_word(&mut st, s, Some(d), device, true, false)
+                && let Ok(t) = self.watch_word(&mut st, s, Some(d), d, true, false)
             {
                 return Ok(t);
             }
