@@ -109,7 +109,9 @@ impl ModelGpu {
                 Op::WriteValue(addr, v) => {
                     // SAFETY: a word of a block mapped_words leaked for the model's life.
                     #[allow(unsafe_code)]
-                    unsafe { (*(addr as *const std::sync::atomic::AtomicU32)).store(v, std::sync::atomic::Ordering::Release) };
+                    unsafe {
+                        (*(addr as *const std::sync::atomic::AtomicU32)).store(v, std::sync::atomic::Ordering::Release)
+                    };
                     0
                 }
             };
