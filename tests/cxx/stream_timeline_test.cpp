@@ -231,6 +231,7 @@ static void t4_discharge(nvshmem_heap &heap, unsigned char *a, unsigned char *b)
     const auto fail_next = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
     if (fail_next) {
         const long before = g_rpcs;
+        upcxx::barrier();  // no rank's RPC arrives here before `before` was read
         fail_next(1);
         (void)heap.copy(ga, gb_next, n, upcxx::remote_cx::as_rpc([] { g_rpcs++; }));
         const bool ok = discharged();
@@ -247,6 +248,7 @@ static void t4_discharge(nvshmem_heap &heap, unsigned char *a, unsigned char *b)
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     const hptr hs = upcxx::new_array<unsigned char>(n), hd = upcxx::new_array<unsigned char>(n);
     const long before = g_rpcs;
+    upcxx::barrier();                         // as above
     (void)heap.copy_on_stream(s, hs, hd, n);  // a ticket s waits for
     (void)heap.copy_on_stream(s, ga, gb_next, n, upcxx::remote_cx::as_rpc([] { g_rpcs++; }));
     check("T4.behind_ticket", discharged(), "discharge() after an as_rpc copy_on_stream behind a stream ticket");
