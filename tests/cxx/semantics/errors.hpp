@@ -20,8 +20,9 @@
 //   F27 (stand-in, UPC++ >= 2021.3) a fast copy with remote_cx::as_rpc that CUDA fails, and whose
 //      reissue by the engine (at internal-level progress) fails too: it is redone through
 //      upcxx::copy at user level, and its RPC and operation completion come once the bytes are at
-//      the target. Naive: the copy moved to user level still finishing as an internal-level one
-//      (the RPC sent, the future ready, no byte moved).
+//      the target (one initiator at a time: the stand-in counts injected failures per process).
+//      Naive: the copy moved to user level still finishing as an internal-level one (the RPC
+//      sent, the future ready, no byte moved).
 #ifndef UXN_SEMANTICS_ERRORS_HPP
 #define UXN_SEMANTICS_ERRORS_HPP
 
@@ -252,28 +253,37 @@ static void f27_rpc_copy_failing_twice(nvshmem_heap &heap, unsigned char *a, uns
     prepare(a, b, n, salt);
     const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
     const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
-    const long replies0 = g_rpc_replies, wrong0 = g_rpc_wrong;
-    fail_copies(2);  // the copy, then the engine's reissue of it
-    upcxx::future<> f = heap.copy(
-        ga, gb_next, n, remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt) | operation_cx::as_future());
-    const bool done = waited("F27.redone", f, "a copy with as_rpc failing twice");
-    const long wrong_when_ready = done && peer_b ? count_wrong(peer_b, n, me, salt) : static_cast<long>(n);
-    const bool ran = copy_test::progress_until([&] { return g_rpc_replies > replies0; });
-    const int left = fail_copies(0);
-    check("F27.redone", done && wrong_when_ready == 0 && left == 0,
-          "its operation completion came with the bytes at the target (%ld wrong then; %d injected failure(s) unused)",
-          wrong_when_ready, left);
-    check("F27.rpc", ran && g_rpc_wrong == wrong0, "its RPC ran at the target (%s) with %ld wrong bytes there",
-          ran ? "yes" : "no", static_cast<long>(g_rpc_wrong - wrong0));
-    std::string said;
-    try {
-        heap.check_copies();
-    } catch (const heap_error &e) {
-        said = e.what();
+    // One initiator at a time, the others in a barrier (their progress serves it): the stand-in
+    // counts injected failures per process, and another rank's upcxx::copy arriving here (its
+    // redo's host-to-device step) must not take one of them.
+    for (int initiator = 0; initiator < nranks; initiator++) {
+        if (me == initiator) {
+            const long replies0 = g_rpc_replies, wrong0 = g_rpc_wrong;
+            fail_copies(2);  // the copy, then the engine's reissue of it
+            upcxx::future<> f =
+                heap.copy(ga, gb_next, n,
+                          remote_cx::as_rpc(rpc_check_at_target, gb_next, n, me, salt) | operation_cx::as_future());
+            const bool done = waited("F27.redone", f, "a copy with as_rpc failing twice");
+            const long wrong_when_ready = done && peer_b ? count_wrong(peer_b, n, me, salt) : static_cast<long>(n);
+            const bool ran = copy_test::progress_until([&] { return g_rpc_replies > replies0; });
+            const int left = fail_copies(0);
+            check("F27.redone", done && wrong_when_ready == 0 && left == 0,
+                  "its operation completion came with the bytes at the target (%ld wrong then; %d injected failure(s) "
+                  "unused)",
+                  wrong_when_ready, left);
+            check("F27.rpc", ran && g_rpc_wrong == wrong0, "its RPC ran at the target (%s) with %ld wrong bytes there",
+                  ran ? "yes" : "no", static_cast<long>(g_rpc_wrong - wrong0));
+            std::string said;
+            try {
+                heap.check_copies();
+            } catch (const heap_error &e) {
+                said = e.what();
+            }
+            check("F27.check_copies", !said.empty(), "check_copies() reports the failure: %s",
+                  said.empty() ? "(nothing)" : said.c_str());
+        }
+        barrier();
     }
-    check("F27.check_copies", !said.empty(), "check_copies() reports the failure: %s",
-          said.empty() ? "(nothing)" : said.c_str());
-    barrier();
 #else
     (void)heap, (void)a, (void)b;
     skip("F27", "upcxx::copy has no remote_cx in this UPC++ release");
