@@ -37,7 +37,8 @@
 //
 // One translation unit: semantics/*.hpp are included here, not compiled apart. Apart, each would
 // compile UPC++, the layer and the heap.copy instantiations it shares with the others again, in
-// each of the ~10 configurations of the suite that build this program.
+// each of the ~10 configurations of the suite that build this program (UPC++ 2023.9 seq opt: 46 s
+// of CPU as one translation unit, 115 s apart; tests/README.md).
 //
 // RESULT lines per check (copy_test_util.hpp); exit 1 on any failure, 77 without a GPU or with
 // one rank.   upcxx-run -n 2 ./copy_semantics_test
