@@ -220,6 +220,39 @@ impl Drop for OnDevice {
     }
 }
 
+/// The batch kernel of context `ctx` (current), loaded on first use. Loading a module may wait
+/// for the work queued in the context (a PTX module is compiled and its function loaded then),
+/// so [`load_batch_kernel`] does it before any copy is queued.
+#[allow(unsafe_code)]
+fn batch_function(ctx: usize) -> Result<sys::CUfunction, String> {
+    let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(k) = kernels.iter().find(|k| k.ctx == ctx) {
+        return Ok(k.function);
+    }
+    let module = Module::load_ptx(BATCH_PTX)?;
+    let mut function: sys::CUfunction = std::ptr::null_mut();
+    // SAFETY: a module just loaded and a NUL-terminated name.
+    check(unsafe { sys::cuModuleGetFunction(&mut function, module.0, c"uxn_copy_batch".as_ptr()) }, "cuModuleGetFunction(uxn_copy_batch)")?;
+    // Under lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA 12's default) the function itself is
+    // loaded at its first launch, which then waits for the context's queued work: load it now.
+    let mut threads: std::ffi::c_int = 0;
+    // SAFETY: writes one int of a function just got.
+    check(
+        unsafe { sys::cuFuncGetAttribute(&mut threads, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function) },
+        "cuFuncGetAttribute(uxn_copy_batch)",
+    )?;
+    kernels.push(BatchKernel { ctx, _module: module, function });
+    Ok(function)
+}
+
+/// Loads the batch kernel into `device`'s primary context now, so that the first batched copy or
+/// `copy_batch_on_stream` never waits for work queued on the device (a module load may).
+pub fn load_batch_kernel(device: i32) -> Result<(), String> {
+    need_driver()?;
+    let (_on, ctx) = OnDevice::enter(device)?;
+    batch_function(ctx).map(|_| ())
+}
+
 /// Enqueues the first `count` copies of `batch` (1 to [`BATCH_MAX`], each between device
 /// addresses this process maps) on `stream` of `device` as one kernel launch, after the work
 /// queued there so far. `batch` is the kernel's parameter as it is passed (the rest of it unused).
@@ -231,21 +264,7 @@ pub fn copy_batch(device: i32, stream: usize, batch: &mut [BatchCopy; BATCH_MAX]
     assert!((1..=BATCH_MAX).contains(&count), "a batch holds 1 to {BATCH_MAX} copies, not {count}");
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
-    let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
-    let function = match kernels.iter().find(|k| k.ctx == ctx) {
-        Some(k) => k.function,
-        None => {
-            let module = Module::load_ptx(BATCH_PTX)?;
-            let mut function: sys::CUfunction = std::ptr::null_mut();
-            // SAFETY: a module just loaded and a NUL-terminated name.
-            check(
-                unsafe { sys::cuModuleGetFunction(&mut function, module.0, c"uxn_copy_batch".as_ptr()) },
-                "cuModuleGetFunction(uxn_copy_batch)",
-            )?;
-            kernels.push(BatchKernel { ctx, _module: module, function });
-            function
-        }
-    };
+    let function = batch_function(ctx)?;
     let largest = batch[..count].iter().map(|c| c.bytes).max().unwrap_or(0);
     let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
     let mut args = [batch.as_mut_ptr() as *mut c_void];
@@ -268,7 +287,7 @@ pub fn copy_batch(device: i32, stream: usize, batch: &mut [BatchCopy; BATCH_MAX]
     };
     if r != sys::CUresult::CUDA_SUCCESS {
         // The context may have been reset (its modules with it): load again next time.
-        kernels.retain(|k| k.ctx != ctx);
+        BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner()).retain(|k| k.ctx != ctx);
     }
     check(r, "cuLaunchKernel(uxn_copy_batch)")
 }

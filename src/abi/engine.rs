@@ -135,6 +135,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_new(device: c_int, batch_byt
     if device < 0 {
         crate::fail!(InvalidArgument, "device is {device}");
     }
+    Driver::prepare(device);
     let h: Box<CudaEngine> = Box::new(Engine::new(Driver, device, batch_bytes));
     write(out, Box::into_raw(h) as *mut EngineHandle);
     Ok(())

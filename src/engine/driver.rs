@@ -27,6 +27,18 @@ fn fork_generation() -> u32 {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Driver;
 
+impl Driver {
+    /// Readies `device` for the engine before any copy: the batch kernel loaded into its primary
+    /// context (a module load may wait for the device's queued work, which a copy issued in a
+    /// stream's order must never do). Without a usable driver it does nothing: the engine's
+    /// calls report that themselves.
+    pub fn prepare(device: i32) {
+        if let Err(why) = cuda::load_batch_kernel(device) {
+            log::debug!("the batch kernel was not loaded ahead on device {device}: {why}");
+        }
+    }
+}
+
 impl Gpu for Driver {
     fn fork_generation(&self) -> u32 {
         fork_generation()

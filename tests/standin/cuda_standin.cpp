@@ -1344,7 +1344,8 @@ UXN_EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint
 }
 // One kernel, the library's batched copy (uxn_copy_batch): a module whose PTX defines it loads,
 // any other fails as on a GPU without a binary for it. Its launch is one operation on the stream
-// that moves every copy of the batch after one copy delay.
+// that moves every copy of the batch after one copy delay. Loading a module waits for the work
+// queued on the device, as a module load (a PTX compile, a lazily loaded function) may on a GPU.
 struct Module {
     int device;
 };
@@ -1357,7 +1358,15 @@ UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     const char *text = static_cast<const char *>(image);
     if (!text || !std::strstr(text, ".entry uxn_copy_batch(")) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    (void)device_sync(c->device);  // a module load may wait for the device's queued work
     *m = reinterpret_cast<CUmodule>(new Module{c->device});
+    return CUDA_SUCCESS;
+}
+UXN_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunction f) {
+    DRV_ENTER();
+    if (!v || !f) return CUDA_ERROR_INVALID_VALUE;
+    if (attr != CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) return CUDA_ERROR_NOT_SUPPORTED;
+    *v = 1024;
     return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
