@@ -103,14 +103,13 @@ struct copy_path {
         // A copy in a stream's order: the heap usable here (errc forked in a fork() child, before
         // any CUDA call). The stream's capture is checked by the engine on the fast path (once
         // per call, with its fork and device checks), by wait_for() on upcxx::copy's.
-        if (after.set) check_stream_call(h, Order::on);
+        if (after.set) check_usable(h, Order::on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after");
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
             // range that meets a heap is refused: a range clear of the span of the heaps costs
             // two subtractions and compares, inlined; one that meets it takes the rest of the
             // copy out of line (checked_plain), so the usual path saves no register for it.
-            // copy_after() first checks what waiting for a stream needs.
-            if (after.set) check_usable(h);
+            // copy_after()'s heap was checked above.
             if (__builtin_expect(raw_in_span(h, src, n) || raw_in_span(h, dst, n), 0))
                 return checked_plain<Order, typename std::decay<S>::type, typename std::decay<D>::type>(
                     h, after, src, dst, n, std::forward<C>(cxs)...);
@@ -330,18 +329,11 @@ struct copy_path {
 #endif
     }
 
-    // copy_after and copy_on_stream: a usable heap (no CUDA call). The fork() check comes first:
-    // a child's CUDA call fails in its own way.
-    static void check_stream_call(const Heap &h, bool on) {
-        const char *fn = on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after";
+    // A heap that can copy here: active, and made in this process (not a fork() parent's). No
+    // CUDA call: in a fork() child this comes before any, as a child's CUDA call fails in its own way.
+    static void check_usable(const Heap &h, const char *fn = "nvshmem_heap::copy") {
         if (!h.active()) throw Heap::inactive(fn);
         if (h.engine().forked()) throw forked_error(fn);
-    }
-
-    // A heap that can copy here: active, and made in this process (not a fork() parent's).
-    static void check_usable(const Heap &h) {
-        if (!h.active()) throw Heap::inactive("nvshmem_heap::copy");
-        if (h.engine().forked()) throw forked_error("nvshmem_heap::copy");
     }
     // The checks of every copy that may have a device end, in both modes.
     template <class S, class D>
