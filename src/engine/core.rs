@@ -1022,7 +1022,7 @@ impl<G: Gpu> Engine<G> {
                 } else {
                     ""
                 },
-                if redo { "; settled REDO (to be redone another way)" } else { "; the engine was closed, so it was only reported" }
+                if redo { "; it was redone" } else { "; the engine was closed, so it was only reported" }
             );
         }
         Ok(if redo { Settled::Redo } else { Settled::Report })

@@ -327,9 +327,6 @@ public:
         std::string e = upcxx_extra_nvshmem_last_error();
         const std::string prefix = "upcxx_extra_nvshmem_engine_take_error: ";
         if (e.compare(0, prefix.size(), prefix) == 0) e.erase(0, prefix.size());
-        const std::string redo = "; settled REDO (to be redone another way)";  // the engine's words
-        const std::size_t at = e.find(redo);
-        if (at != std::string::npos) e.replace(at, redo.size(), "; it was redone");
         return "nvshmem_heap: " + e;
     }
 
