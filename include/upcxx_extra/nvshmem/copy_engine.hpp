@@ -128,6 +128,15 @@ inline void refuse_capture(cudaStream_t s, const char *fn) {
     if (st != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(st, fn);
 }
 
+/// Frees a C object with `fn` (wasmtime's helpers.hh): the deleter of handle<T, fn>.
+template <class T, void (*fn)(T *)>
+struct c_deleter {
+    void operator()(T *p) const noexcept { fn(p); }
+};
+/// A C object owned by a std::unique_ptr, freed with `fn`.
+template <class T, void (*fn)(T *)>
+using c_handle = std::unique_ptr<T, c_deleter<T, fn>>;
+
 /// One fast copy in flight. finish() runs on the initiator persona, once, and owns the flight.
 struct flight {
     virtual ~flight() = default;
@@ -157,6 +166,12 @@ struct flight {
 
 /// The heap's copy engine: the C library's engine (one handle, freed with this object) and the
 /// UPC++ side of its copies.
+///
+/// Every status of the engine's calls is looked at: a call that can throw throws engine_error for
+/// any status but OK; a noexcept one (a completion's LPC, a query of a noexcept heap accessor)
+/// says by its call which statuses can come and what it does with them. The handle is never NULL
+/// (the constructor throws instead), so NULL_ARGUMENT, the only failure of most calls, cannot
+/// come.
 class copy_engine : public std::enable_shared_from_this<copy_engine> {
 public:
     struct counts_t {
@@ -166,13 +181,10 @@ public:
     };
 
     /// Throws nvshmem_error when the C library refuses the engine.
-    copy_engine(int device, const copy_policy &policy) : force_fallback_(policy.upcxx_only) {
-        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_new(device, policy.batch_bytes, &h_);
-        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, "nvshmem_heap");
-    }
-    /// Drains the engine (waits for every fast copy issued) and frees it; in a fork() child of the
-    /// process that made it, only forgets it.
-    ~copy_engine() { upcxx_extra_nvshmem_engine_free(h_); }
+    copy_engine(int device, const copy_policy &policy) : h_(make(device, policy)), force_fallback_(policy.upcxx_only) {}
+    // The destructor frees h_ (upcxx_extra_nvshmem_engine_free): it drains the engine (waits for
+    // every fast copy issued) and frees it; in a fork() child of the process that made it, it
+    // only forgets it.
     copy_engine(const copy_engine &) = delete;
     copy_engine &operator=(const copy_engine &) = delete;
 
@@ -181,10 +193,15 @@ public:
     /// which turns batching off for this engine).
     std::size_t batch_bytes() const noexcept {
         std::size_t n = 0;
-        (void)upcxx_extra_nvshmem_engine_batch_bytes(h_, &n);
+        // OK or NULL_ARGUMENT, which cannot come (h_ and &n are not NULL); were it to, 0 (no
+        // batching) is what the heap says.
+        if (upcxx_extra_nvshmem_engine_batch_bytes(h_.get(), &n) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) return 0;
         return n;
     }
-    void set_batch_bytes(std::size_t n) noexcept { (void)upcxx_extra_nvshmem_engine_set_batch_bytes(h_, n); }
+    /// Throws nvshmem_error for any status but OK (only NULL_ARGUMENT could come, and cannot).
+    void set_batch_bytes(std::size_t n) {
+        check(upcxx_extra_nvshmem_engine_set_batch_bytes(h_.get(), n), "nvshmem_heap::set_copy_batch_bytes");
+    }
     void count_fallback() noexcept { fallback_.fetch_add(1, std::memory_order_relaxed); }
     /// How many upcxx::copy calls the heap made (fallbacks with a heap end, and redone fast
     /// copies) have not completed: raised when one is issued, lowered by an LPC on the master
@@ -192,14 +209,19 @@ public:
     const std::shared_ptr<std::atomic<long>> &fallbacks_in_flight() const noexcept { return fallbacks_in_flight_; }
     counts_t counts() const noexcept {
         upcxx_extra_nvshmem_engine_counts_t c{};
-        (void)upcxx_extra_nvshmem_engine_counts(h_, &c);
+        // OK or NULL_ARGUMENT, which cannot come (h_ and &c are not NULL); were it to, the engine's
+        // counts stay 0 (`c` is written only on OK).
+        if (upcxx_extra_nvshmem_engine_counts(h_.get(), &c) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) c = {};
         return counts_t{c.fast, fallback_.load(), c.batched};
     }
 
     /// Whether this process is a fork() child of the one that made the engine.
     bool forked() const noexcept {
         bool f = false;
-        (void)upcxx_extra_nvshmem_engine_forked(h_, &f);
+        // OK or NULL_ARGUMENT, which cannot come (h_ and &f are not NULL); were it to, false: the
+        // engine still refuses every call of a fork() child that needs CUDA (FORKED, which
+        // engine_error turns into errc forked).
+        if (upcxx_extra_nvshmem_engine_forked(h_.get(), &f) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) return false;
         return f;
     }
 
@@ -231,7 +253,7 @@ public:
         if (test_hooks::take_failure()) c.flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE);
 #endif
         std::uint64_t t = 0;
-        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_, &c, &t);
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_.get(), &c, &t);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
         raw->issued = c;
         raw->ticket = t;
@@ -245,7 +267,7 @@ public:
         poll{shared_from_this(), raw}.queue();
         (void)f.release();
         std::uint64_t t = 0;
-        const upcxx_extra_nvshmem_status_t st = upcxx_extra_nvshmem_engine_after(h_, s, &t);
+        const upcxx_extra_nvshmem_status_t st = upcxx_extra_nvshmem_engine_after(h_.get(), s, &t);
         if (st != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(st, "nvshmem_heap::after");
         raw->ticket = t;
     }
@@ -261,15 +283,19 @@ public:
         poll{shared_from_this(), raw}.queue();
         (void)f.release();
         std::uint64_t t = 0;
-        const upcxx_extra_nvshmem_status_t st = upcxx_extra_nvshmem_engine_copy_on_stream_batch(h_, s, copies, n, &t);
+        const upcxx_extra_nvshmem_status_t st =
+            upcxx_extra_nvshmem_engine_copy_on_stream_batch(h_.get(), s, copies, n, &t);
         if (st != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(st, "nvshmem_heap::copies_on_stream");
         raw->ticket = t;
     }
     /// The work queued on `s` after the call waits, on the GPU, until ticket `t` (stream_ticket)
     /// is done; where CUDA cannot enqueue that wait, the host makes progress until it is (false:
-    /// it did not come within 60 s).
+    /// it did not come within 60 s). Throws nvshmem_error (errc forked) in a fork() child.
     bool stream_waits_for(cudaStream_t s, std::uint32_t t) {
-        if (upcxx_extra_nvshmem_engine_stream_wait_ticket(h_, s, t) == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return true;
+        const upcxx_extra_nvshmem_status_t st = upcxx_extra_nvshmem_engine_stream_wait_ticket(h_.get(), s, t);
+        if (st == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return true;
+        // CUDA_ERROR: the driver cannot enqueue the wait; the host waits instead, below.
+        if (st != UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR) throw engine_error(st, "nvshmem_heap::copy_on_stream");
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (!ticket_done_by(t) && std::chrono::steady_clock::now() < until) upcxx::progress();
         return ticket_done_by(t);
@@ -278,14 +304,21 @@ public:
     /// path); ticket_done(t) when its operation completed.
     std::uint32_t stream_ticket() {
         std::uint32_t t = 0;
-        (void)upcxx_extra_nvshmem_engine_ticket_new(h_, &t);
+        check(upcxx_extra_nvshmem_engine_ticket_new(h_.get(), &t), "nvshmem_heap::copy_on_stream");
         return t;
     }
-    void ticket_done(std::uint32_t t) { (void)upcxx_extra_nvshmem_engine_ticket_done(h_, t); }
+    /// Marks ticket `t` done; false when it was already (nothing changes). Runs in completion
+    /// LPCs, so it throws nothing: INVALID_ARGUMENT (done already) is expected, from the second of
+    /// the two LPCs that mark a copy_on_stream's ticket (copy.hpp's upcxx_on_stream: the first to
+    /// run marks it), or from one that runs after drain() marked every ticket done; NULL_ARGUMENT
+    /// cannot come (h_ is not NULL).
+    bool ticket_done(std::uint32_t t) noexcept {
+        return upcxx_extra_nvshmem_engine_ticket_done(h_.get(), t) == UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+    }
     /// Whether a copy_on_stream's upcxx::copy has not completed yet (a stream may be waiting for it).
     bool tickets_pending() {
         bool done = true;
-        (void)upcxx_extra_nvshmem_engine_ticket_query(h_, 0, &done);
+        check(upcxx_extra_nvshmem_engine_ticket_query(h_.get(), 0, &done), "nvshmem_heap");
         return !done;
     }
     /// UPC++ progress until no stream ticket is pending, for at most `seconds` (false: one still is).
@@ -299,14 +332,14 @@ public:
     }
     bool ticket_done_by(std::uint32_t t) {
         bool done = false;
-        (void)upcxx_extra_nvshmem_engine_ticket_query(h_, t, &done);
+        check(upcxx_extra_nvshmem_engine_ticket_query(h_.get(), t, &done), "nvshmem_heap::copy_on_stream");
         return done;
     }
 
     /// No copy is issued or redone from here on (destroy(), before it waits for the upcxx::copy
     /// calls); reopen() undoes it when destroy() gives up.
-    void close() { (void)upcxx_extra_nvshmem_engine_close(h_); }
-    void reopen() { (void)upcxx_extra_nvshmem_engine_reopen(h_); }
+    void close() { check(upcxx_extra_nvshmem_engine_close(h_.get()), "nvshmem_heap::destroy"); }
+    void reopen() { check(upcxx_extra_nvshmem_engine_reopen(h_.get()), "nvshmem_heap::destroy"); }
 
     /// Closes the engine, waits until every fast copy issued so far has landed and releases the
     /// stream and the events. Each copy's completion then runs at its initiator persona's next
@@ -314,7 +347,7 @@ public:
     /// that will be reported, not redone.
     std::string drain() {
         std::uint64_t unredone = 0;
-        (void)upcxx_extra_nvshmem_engine_drain(h_, &unredone);
+        check(upcxx_extra_nvshmem_engine_drain(h_.get(), &unredone), "nvshmem_heap::destroy");
         if (unredone == 0) return std::string();
         return "nvshmem_heap: " + std::to_string(unredone) +
                " fast copy(ies) failed after they were issued and could not be redone (their initiator persona "
@@ -323,7 +356,10 @@ public:
 
     /// The first fast copy that failed after it was issued since the last call ("" when none).
     std::string take_error() {
-        if (upcxx_extra_nvshmem_engine_take_error(h_) == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return std::string();
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_take_error(h_.get());
+        if (s == UPCXX_EXTRA_NVSHMEM_STATUS_OK) return std::string();
+        // CUDA_ERROR: a copy failed, its text is the last error; anything else is the call's own failure.
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR) throw engine_error(s, "nvshmem_heap::check_copies");
         std::string e = upcxx_extra_nvshmem_last_error();
         const std::string prefix = "upcxx_extra_nvshmem_engine_take_error: ";
         if (e.compare(0, prefix.size(), prefix) == 0) e.erase(0, prefix.size());
@@ -332,10 +368,22 @@ public:
 
     /// The host waits for every fast copy issued so far; their outcomes are known from here on
     /// (destroy(), before the progress that completes, and redoes, this persona's copies; a
-    /// completion that cannot stay queued).
-    void wait_all() { (void)upcxx_extra_nvshmem_engine_wait_all(h_); }
+    /// completion that cannot stay queued). Throws nvshmem_error (errc forked in a fork() child).
+    void wait_all() { check(upcxx_extra_nvshmem_engine_wait_all(h_.get()), "nvshmem_heap::destroy"); }
 
 private:
+    using handle = c_handle<upcxx_extra_nvshmem_engine_t, upcxx_extra_nvshmem_engine_free>;
+
+    static handle make(int device, const copy_policy &policy) {
+        upcxx_extra_nvshmem_engine_t *e = nullptr;
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_new(device, policy.batch_bytes, &e);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, "nvshmem_heap");
+        return handle(e);
+    }
+    static void check(upcxx_extra_nvshmem_status_t s, const char *fn) {
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
+    }
+
     static upcxx_extra_nvshmem_engine_copy_t describe(const flight &f) {
         upcxx_extra_nvshmem_engine_copy_t c{};
         c.bytes = f.bytes;
@@ -347,7 +395,11 @@ private:
     // How the copy of `f` ended: 0, a CUresult, or 600 (CUDA_ERROR_NOT_READY).
     int outcome(flight &f) {
         int r = 999;
-        (void)upcxx_extra_nvshmem_engine_poll(h_, f.ticket, &f.asked, &r);
+        // OK; FORKED (a fork() child running a completion the parent queued: nothing reaches
+        // CUDA and `r` is not written, so the copy ends as failed, 999, and is reported, not
+        // redone: complete() is refused FORKED too); NULL_ARGUMENT cannot come. A completion
+        // LPC throws nothing, so the status is not used further.
+        if (upcxx_extra_nvshmem_engine_poll(h_.get(), f.ticket, &f.asked, &r) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) r = 999;
         return r;
     }
 
@@ -360,7 +412,8 @@ private:
         upcxx_extra_nvshmem_engine_copy_t c = f.issued;
         upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
         fallbacks_in_flight_->fetch_add(1);  // as complete(): counted before the engine is asked
-        (void)upcxx_extra_nvshmem_engine_complete(h_, f.ticket, r, &c, &settled);
+        // `settled` is written on OK only: any other status leaves REPORT (see settle()).
+        settle(f.ticket, r, &c, settled);
         f.reissued = true;
         f.settled = settled == UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REDO ? 1 : 2;
         if (f.settled == 2) {
@@ -371,8 +424,9 @@ private:
         // work without the bytes, as check_copies() then says).
         c.flags &= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS);
         std::uint64_t t = 0;
-        if (upcxx_extra_nvshmem_engine_copy(h_, &c, &t) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
-            return false;                    // settled REDO, still counted: the user-level redo through upcxx::copy
+        // Any status but OK (CUDA_ERROR, ENGINE_CLOSED, FORKED): settled REDO, still counted, so
+        // the user-level redo through upcxx::copy follows; its text stays for check_copies().
+        if (upcxx_extra_nvshmem_engine_copy(h_.get(), &c, &t) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) return false;
         fallbacks_in_flight_->fetch_sub(1);  // the engine's copy now: drain() waits for it
         f.settled = 0;
         f.ticket = t;
@@ -393,15 +447,28 @@ private:
             fallbacks_in_flight_->fetch_add(1);
             const upcxx_extra_nvshmem_engine_copy_t c = describe(*f);
             upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
-            (void)upcxx_extra_nvshmem_engine_complete(h_, f->ticket, r, &c, &settled);
+            settle(f->ticket, r, &c, settled);
             redo = settled == UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REDO;
             if (!redo) fallbacks_in_flight_->fetch_sub(1);
         } else {
-            upcxx_extra_nvshmem_engine_settled_t settled;
-            (void)upcxx_extra_nvshmem_engine_complete(h_, f->ticket, 0, nullptr, &settled);
+            upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_LANDED;
+            settle(f->ticket, 0, nullptr, settled);  // a landed copy has nothing to redo or report
         }
         flight &ref = *f;
         ref.finish(std::move(f), r, redo ? fallbacks_in_flight_ : nullptr);
+    }
+
+    // Settles `ticket` (upcxx_extra_nvshmem_engine_complete) from a completion LPC, which throws
+    // nothing: `settled` is written only on OK, so the caller's initial value (REPORT for a
+    // failure: reported, not redone) is the fallback. INVALID_ARGUMENT cannot come (each flight
+    // settles its ticket once, and never with a NOT_READY result: operator() completes only what
+    // is over); FORKED (a fork() child running the parent's completion) takes the fallback, as
+    // nothing of CUDA can redo the copy there; NULL_ARGUMENT cannot come (h_, &settled not NULL).
+    void settle(std::uint64_t ticket, int r, const upcxx_extra_nvshmem_engine_copy_t *c,
+                upcxx_extra_nvshmem_engine_settled_t &settled) noexcept {
+        upcxx_extra_nvshmem_engine_settled_t s = settled;
+        if (upcxx_extra_nvshmem_engine_complete(h_.get(), ticket, r, c, &s) == UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            settled = s;
     }
 
     // One copy's completion, queued on its initiator persona (at user level; at internal level
@@ -435,14 +502,18 @@ private:
                 // progress (there it is only issued again by the engine, once: reissue()).
                 poll{self, f, user || r != not_ready}.queue();
             } catch (...) {  // cannot stay queued: wait here for the copy instead
-                self->wait_all();
-                self->complete(f, f->settled != 0 ? 999 : self->outcome(*f));
+                // OK, or FORKED (a fork() child: nothing reaches CUDA, so the copy is reported
+                // failed, 999, as outcome() would say); NULL_ARGUMENT cannot come. Nothing may
+                // throw here.
+                const bool waited =
+                    upcxx_extra_nvshmem_engine_wait_all(self->h_.get()) == UPCXX_EXTRA_NVSHMEM_STATUS_OK;
+                self->complete(f, f->settled != 0 || !waited ? 999 : self->outcome(*f));
             }
         }
     };
     static constexpr int not_ready = 600;  // CUDA_ERROR_NOT_READY
 
-    upcxx_extra_nvshmem_engine_t *h_ = nullptr;
+    const handle h_;
     const bool force_fallback_;
     std::atomic<std::size_t> fallback_{0};
     const std::shared_ptr<std::atomic<long>> fallbacks_in_flight_ = std::make_shared<std::atomic<long>>(0);

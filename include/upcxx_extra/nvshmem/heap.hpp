@@ -316,7 +316,14 @@ public:
             return;
         }
         {
-            detail::outcome waited = wait_for_copies();
+            // The engine's calls in it throw only on statuses that cannot come (copy_engine);
+            // one that did is this rank's outcome, so that no rank is left in agree().
+            detail::outcome waited;
+            try {
+                waited = wait_for_copies();
+            } catch (const nvshmem_error &e) {
+                waited = detail::outcome::of(e);
+            }
             try {
                 detail::agree(waited, "nvshmem_heap::destroy");
             } catch (...) {
@@ -324,12 +331,13 @@ public:
                 throw;
             }
         }
-        const std::string drained = engine_->drain();
+        std::string drained;
+        detail::outcome out = detail::attempt([&] { drained = engine_->drain(); });
         upcxx::barrier();  // every rank drained: no fast copy into any heap is in flight
         for (backend::segment &s : segments_) s.destroy();  // collective
         release();
-        detail::outcome out;
-        if (!drained.empty()) out = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda, drained};
+        if (out.ok() && !drained.empty())
+            out = detail::outcome{UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, nvshmem_errc::cuda, drained};
         detail::agree(out, "nvshmem_heap::destroy");
     }
 
@@ -717,7 +725,8 @@ private:
     void release() noexcept {
         try {
             if (engine_) (void)engine_->drain();
-        } catch (...) {  // out of memory for its message: the stream was waited for regardless
+        } catch (...) {  // out of memory for its message (the stream was waited for regardless), or a
+                         // status of the engine that cannot come (NULL_ARGUMENT: the handle is set)
         }
         engine_.reset();
         segments_.clear();
