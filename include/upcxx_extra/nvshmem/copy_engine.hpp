@@ -77,9 +77,9 @@ struct test_hooks {
 #endif
 
 /// The error of every heap call that needs the heap's UPC++ or CUDA objects, in a fork() child of
-/// the process that made the heap.
+/// the process that made the heap: the engine's status for it (FORKED), errc forked.
 inline nvshmem_error forked_error(const char *fn) {
-    return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+    return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_FORKED,
                          std::string(fn) +
                              ": this process is a fork() child of the one that made the heap; neither CUDA nor "
                              "UPC++ survive fork(), so nothing was done (copy in the parent, or exec() a program "
@@ -101,22 +101,29 @@ struct stream_order {
     static stream_order on_stream(cudaStream_t s) noexcept { return stream_order{true, s, true}; }
 };
 
-/// An nvshmem_error for the engine's status `s` (its last error), named after `fn`.
+/// An nvshmem_error for the engine's status `s`, named after `fn`: status() is `s` itself and
+/// what() the engine's own message (the thread's last error), unchanged; errc() names the
+/// condition for code that matches on it: forked (FORKED), stream_capture (STREAM_CAPTURE),
+/// heap_inactive (ENGINE_CLOSED: the heap is being destroyed), cuda (CUDA_ERROR), else c_status.
 inline nvshmem_error engine_error(upcxx_extra_nvshmem_status_t s, const char *fn) {
-    const std::string msg = std::string(fn) + ": " + upcxx_extra_nvshmem_last_error();
+    nvshmem_errc errc = nvshmem_errc::c_status;
     switch (s) {
         case UPCXX_EXTRA_NVSHMEM_STATUS_FORKED:
-            return forked_error(fn);
+            errc = nvshmem_errc::forked;
+            break;
         case UPCXX_EXTRA_NVSHMEM_STATUS_STREAM_CAPTURE:
-            return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT, msg, nvshmem_errc::stream_capture);
+            errc = nvshmem_errc::stream_capture;
+            break;
         case UPCXX_EXTRA_NVSHMEM_STATUS_ENGINE_CLOSED:
-            return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_TABLE_NOT_SET,
-                                 std::string(fn) + ": the heap is being destroyed", nvshmem_errc::heap_inactive);
+            errc = nvshmem_errc::heap_inactive;
+            break;
         case UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR:
-            return nvshmem_error(s, msg, nvshmem_errc::cuda);
+            errc = nvshmem_errc::cuda;
+            break;
         default:
-            return nvshmem_error(s, msg);
+            break;
     }
+    return nvshmem_error(s, std::string(fn) + ": " + upcxx_extra_nvshmem_last_error(), errc);
 }
 
 /// Throws nvshmem_error (errc stream_capture) when `s` is being captured into a CUDA graph, or

@@ -16,7 +16,8 @@ namespace extra {
 enum class nvshmem_errc {
     c_status,               ///< the C library returned status(); what() is its message
     upcxx_not_initialized,  ///< UPC++ is not initialised (status() INVALID_ARGUMENT)
-    heap_inactive,          ///< the nvshmem_heap was destroyed or moved from (status() TABLE_NOT_SET)
+    heap_inactive,          ///< the nvshmem_heap was destroyed or moved from (status() TABLE_NOT_SET), or is being
+                            ///< destroyed: its copy engine is closed (status() ENGINE_CLOSED)
     heap_exists,            ///< another nvshmem_heap is active in this process (status() INVALID_ARGUMENT)
     device_in_use,          ///< UPC++ < 2022.3: the GPU already has a upcxx::cuda_device (INVALID_ARGUMENT)
     exchange_failed,        ///< rank 0 could not allocate the exchange buffer in its UPC++ shared segment
@@ -26,11 +27,11 @@ enum class nvshmem_errc {
     cuda,                   ///< a CUDA runtime call failed (status() CUDA_ERROR); what() has CUDA's message
     nvshmem_init_failed,    ///< nvshmem_init(): NVSHMEM could not be initialised (status() NOT_INITIALIZED)
     nvshmem_in_use,         ///< nvshmem_finalize(): an nvshmem_heap is still active
-    forked,                 ///< heap.copy in a fork() child of the process that made the heap (INVALID_ARGUMENT)
+    forked,                 ///< heap.copy in a fork() child of the process that made the heap (status() FORKED)
     copies_in_flight,   ///< destroy(): upcxx::copy calls through the heap did not complete in time (INVALID_ARGUMENT)
     upcxx_unsupported,  ///< heap.copy would be an upcxx::copy this UPC++ release crashes on (INVALID_ARGUMENT)
     bad_environment,    ///< nvshmem_heap: a knob of docs/copy.md has a value it does not take (INVALID_ARGUMENT)
-    stream_capture,  ///< after() / copy_on_stream(): the stream is being captured into a CUDA graph (INVALID_ARGUMENT)
+    stream_capture,     ///< after() / copy_on_stream(): the stream is being captured into a CUDA graph (STREAM_CAPTURE)
 };
 
 /// An error of the C library, of a CUDA call, or of a collective step. status() is the C status

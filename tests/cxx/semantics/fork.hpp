@@ -21,14 +21,16 @@ static void f15_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     std::fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) {
-        // The child: every call must throw errc forked before touching CUDA or UPC++.
+        // The child: every call must throw errc forked, status FORKED (the engine's), before
+        // touching CUDA or UPC++.
         int wrong = 0;
         auto expect_forked = [&](auto &&call) {
             try {
                 call();
                 wrong++;
             } catch (const heap_error &e) {
-                if (e.errc() != upcxx::extra::nvshmem_errc::forked) wrong++;
+                if (e.errc() != upcxx::extra::nvshmem_errc::forked || e.status() != UPCXX_EXTRA_NVSHMEM_STATUS_FORKED)
+                    wrong++;
             } catch (...) {
                 wrong++;
             }
@@ -45,7 +47,7 @@ static void f15_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     waitpid(pid, &status, 0);
     check("F15.fork", WIFEXITED(status) && WEXITSTATUS(status) == 0,
           "in a fork() child, 4 copies (fast, 0 elements, copy_after of device and of host memory), update() and "
-          "check_copies() threw errc forked (%d did not)",
+          "check_copies() threw errc forked, status FORKED (%d did not)",
           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     // destroy(), and the destructor of a heap moved into the child's scope: quiet, no abort.
     for (const bool by_destroy : {true, false}) {
