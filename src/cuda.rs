@@ -168,11 +168,24 @@ pub struct BatchCopy {
     pub bytes: usize,
 }
 
-/// The batch kernel loaded into one context.
+/// A completion word a launch of the batch kernel writes once all its copies landed
+/// (`uxn_signal` of batch_copy.cu): `counter` a zeroed word of device memory this launch alone
+/// uses (the kernel leaves it zeroed), `word` the device address of a word of mapped host memory,
+/// `value` what the kernel stores there.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Signal {
+    pub counter: usize,
+    pub word: usize,
+    pub value: u32,
+}
+
+/// The batch kernels loaded into one context.
 struct BatchKernel {
     ctx: usize,
     _module: Module,
     function: sys::CUfunction,
+    signal: sys::CUfunction,
 }
 // SAFETY: a CUfunction may be launched from any thread of its context's process.
 #[allow(unsafe_code)]
@@ -224,25 +237,31 @@ impl Drop for OnDevice {
 /// for the work queued in the context (a PTX module is compiled and its function loaded then),
 /// so [`load_batch_kernel`] does it before any copy is queued.
 #[allow(unsafe_code)]
-fn batch_function(ctx: usize) -> Result<sys::CUfunction, String> {
+fn batch_function(ctx: usize, signal: bool) -> Result<sys::CUfunction, String> {
     let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(k) = kernels.iter().find(|k| k.ctx == ctx) {
-        return Ok(k.function);
+        return Ok(if signal { k.signal } else { k.function });
     }
     let module = Module::load_ptx(BATCH_PTX)?;
-    let mut function: sys::CUfunction = std::ptr::null_mut();
-    // SAFETY: a module just loaded and a NUL-terminated name.
-    check(unsafe { sys::cuModuleGetFunction(&mut function, module.0, c"uxn_copy_batch".as_ptr()) }, "cuModuleGetFunction(uxn_copy_batch)")?;
-    // Under lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA 12's default) the function itself is
-    // loaded at its first launch, which then waits for the context's queued work: load it now.
-    let mut threads: std::ffi::c_int = 0;
-    // SAFETY: writes one int of a function just got.
-    check(
-        unsafe { sys::cuFuncGetAttribute(&mut threads, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function) },
-        "cuFuncGetAttribute(uxn_copy_batch)",
-    )?;
-    kernels.push(BatchKernel { ctx, _module: module, function });
-    Ok(function)
+    let get = |name: &CStr| -> Result<sys::CUfunction, String> {
+        let mut function: sys::CUfunction = std::ptr::null_mut();
+        let what = name.to_string_lossy();
+        // SAFETY: a module just loaded and a NUL-terminated name.
+        check(unsafe { sys::cuModuleGetFunction(&mut function, module.0, name.as_ptr()) }, &format!("cuModuleGetFunction({what})"))?;
+        // Under lazy loading (CUDA_MODULE_LOADING=LAZY, CUDA 12's default) the function itself is
+        // loaded at its first launch, which then waits for the context's queued work: load it now.
+        let mut threads: std::ffi::c_int = 0;
+        // SAFETY: writes one int of a function just got.
+        check(
+            unsafe { sys::cuFuncGetAttribute(&mut threads, sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function) },
+            &format!("cuFuncGetAttribute({what})"),
+        )?;
+        Ok(function)
+    };
+    let function = get(c"uxn_copy_batch")?;
+    let signalled = get(c"uxn_copy_batch_signal")?;
+    kernels.push(BatchKernel { ctx, _module: module, function, signal: signalled });
+    Ok(if signal { signalled } else { function })
 }
 
 /// Loads the batch kernel into `device`'s primary context now, so that the first batched copy or
@@ -250,26 +269,35 @@ fn batch_function(ctx: usize) -> Result<sys::CUfunction, String> {
 pub fn load_batch_kernel(device: i32) -> Result<(), String> {
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
-    batch_function(ctx).map(|_| ())
+    batch_function(ctx, false).map(|_| ())
 }
 
 /// Enqueues the first `count` copies of `batch` (1 to [`BATCH_MAX`], each between device
 /// addresses this process maps) on `stream` of `device` as one kernel launch, after the work
 /// queued there so far. `batch` is the kernel's parameter as it is passed (the rest of it unused).
-/// On an error nothing was enqueued.
+/// With `signal`, the same launch then writes its completion word (see [`Signal`]). On an error
+/// nothing was enqueued.
 #[allow(unsafe_code)]
-pub fn copy_batch(device: i32, stream: usize, batch: &mut [BatchCopy; BATCH_MAX], count: usize) -> Result<(), String> {
+pub fn copy_batch(
+    device: i32,
+    stream: usize,
+    batch: &mut [BatchCopy; BATCH_MAX],
+    count: usize,
+    signal: Option<Signal>,
+) -> Result<(), String> {
     // The caller checks `count` (the C ABI says why it refuses one); the kernel reads `count`
     // descriptors, so this is a bound of memory safety, not a message.
     assert!((1..=BATCH_MAX).contains(&count), "a batch holds 1 to {BATCH_MAX} copies, not {count}");
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
-    let function = batch_function(ctx)?;
+    let function = batch_function(ctx, signal.is_some())?;
     let largest = batch[..count].iter().map(|c| c.bytes).max().unwrap_or(0);
     let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
-    let mut args = [batch.as_mut_ptr() as *mut c_void];
-    // SAFETY: the kernel takes one parameter of BATCH_MAX descriptors, which `args[0]` points to
-    // (the driver copies it at the launch); `stream` is a stream of this context.
+    let mut sig = signal.unwrap_or_default();
+    let mut args = [batch.as_mut_ptr() as *mut c_void, (&mut sig as *mut Signal).cast::<c_void>()];
+    // SAFETY: the kernel takes one parameter of BATCH_MAX descriptors, which `args[0]` points to,
+    // and the signalling kernel a second, the `Signal` `args[1]` points to (the driver copies both
+    // at the launch; the plain kernel reads only the first); `stream` is a stream of this context.
     let r = unsafe {
         sys::cuLaunchKernel(
             function,
@@ -573,6 +601,39 @@ pub fn mapped_host_word(device: i32) -> Result<(usize, usize), Code> {
     mapped_host_block(device, 64)
 }
 
+/// A zeroed block of `bytes` of device memory of `device` (the batch kernel's launch counters, see
+/// [`Signal`]): its device address. Kept for the life of the process. Zeroed through a stream of
+/// its own that no other stream waits for or is waited for by (a synchronous memset would wait
+/// for the work queued on the legacy stream, which a stream operation must never do).
+#[allow(unsafe_code)]
+pub fn device_zeroed(device: i32, bytes: usize) -> Result<usize, Code> {
+    in_ctx(Some(device), || {
+        let mut d: sys::CUdeviceptr = 0;
+        // SAFETY: writes one address.
+        ok(unsafe { sys::cuMemAlloc_v2(&mut d, bytes) })?;
+        let zeros = vec![0u8; bytes];
+        let zeroed = (|| {
+            let mut s: sys::CUstream = std::ptr::null_mut();
+            // SAFETY: writes one handle.
+            ok(unsafe { sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as std::ffi::c_uint) })?;
+            // SAFETY: `bytes` of device memory just allocated and of `zeros`, which outlives the
+            // copy (the stream is synchronized before it is dropped).
+            let r = ok(unsafe { sys::cuMemcpyHtoDAsync_v2(d, zeros.as_ptr().cast(), bytes, s) })
+                // SAFETY: the stream just made.
+                .and_then(|()| ok(unsafe { sys::cuStreamSynchronize(s) }));
+            // SAFETY: the stream just made, its one copy done (or never enqueued).
+            let _ = unsafe { sys::cuStreamDestroy_v2(s) };
+            r
+        })();
+        if let Err(c) = zeroed {
+            // SAFETY: the allocation above, not yet shared.
+            let _ = unsafe { sys::cuMemFree_v2(d) };
+            return Err(c);
+        }
+        Ok(d as usize)
+    })
+}
+
 /// A zeroed block of `bytes` of host memory mapped for every device (portable: with unified
 /// addressing its device address is the same in every context): (host address, device address).
 /// Kept for the life of the process.
@@ -590,4 +651,22 @@ pub fn mapped_host_block(device: i32, bytes: usize) -> Result<(usize, usize), Co
         ok(unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, p, 0) })?;
         Ok((p as usize, d as usize))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BATCH_MAX, BATCH_PTX, BatchCopy, Signal};
+
+    /// The kernels' parameters, as the PTX declares them, are what the launches pass.
+    #[test]
+    fn ptx_parameters_match_the_launch() {
+        let batch = BATCH_MAX * std::mem::size_of::<BatchCopy>();
+        for want in [
+            format!(".param .align 8 .b8 uxn_copy_batch_param_0[{batch}]"),
+            format!(".param .align 8 .b8 uxn_copy_batch_signal_param_0[{batch}]"),
+            format!(".param .align 8 .b8 uxn_copy_batch_signal_param_1[{}]", std::mem::size_of::<Signal>()),
+        ] {
+            assert!(BATCH_PTX.contains(&want), "batch_copy.ptx declares no `{want}`");
+        }
+    }
 }

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_copy_batch(
         }
         *b = crate::cuda::BatchCopy { src: c.src as usize, dst: c.dst as usize, bytes: c.bytes };
     }
-    crate::cuda::copy_batch(device, stream as usize, &mut batch, count)
+    crate::cuda::copy_batch(device, stream as usize, &mut batch, count, None)
         .map_err(|m| Error::new(Status::CudaError, format!("device {device}: {m}")))
 }
 

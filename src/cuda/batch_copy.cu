@@ -1,6 +1,7 @@
-// The kernel of heap.copy's batched fast path (src/cuda.rs loads its PTX, batch_copy.ptx).
-// Block (x, y) copies its share of descriptor y: gridDim.y descriptors, gridDim.x blocks each.
-// 16-byte accesses when both ends are 16-byte aligned, bytes otherwise.
+// The kernels of heap.copy's batched fast path and of the stream operations (src/cuda.rs loads
+// their PTX, batch_copy.ptx). Block (x, y) copies its share of descriptor y: gridDim.y
+// descriptors, gridDim.x blocks each. 16-byte accesses when both ends are 16-byte aligned, bytes
+// otherwise.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -9,13 +10,21 @@ struct uxn_copy_desc {
     unsigned char *dst;
     size_t bytes;
 };
-// Must equal UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX (src/cuda.rs: BATCH_MAX).
+// 128 descriptors: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX, src/cuda.rs BATCH_MAX (its test reads the
+// parameter's size in the PTX).
 struct uxn_copy_batch {
     uxn_copy_desc d[128];
 };
+// A completion word the launch writes once every block's copies landed: `counter` is a zeroed
+// word of device memory this launch alone uses (left zeroed again), `word` a word of host memory
+// mapped for the device that the host polls, `value` what is stored there.
+struct uxn_signal {
+    unsigned int *counter;
+    unsigned int *word;
+    unsigned int value;
+};
 
-extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) {
-    const uxn_copy_desc d = b.d[blockIdx.y];
+__device__ void uxn_copy_share(const uxn_copy_desc d) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t done = 0;
@@ -27,4 +36,20 @@ extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) {
         done = n16 * 16;
     }
     for (size_t i = done + first; i < d.bytes; i += stride) d.dst[i] = d.src[i];
+}
+
+extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) { uxn_copy_share(b.d[blockIdx.y]); }
+
+// The same copies, then the launch's completion word: each thread's stores are made visible to
+// the system before its block counts itself done; the last block to count resets the counter and
+// stores the value (a copy on a caller's stream and its completion in one launch).
+extern "C" __global__ void uxn_copy_batch_signal(const struct uxn_copy_batch b, const uxn_signal sig) {
+    uxn_copy_share(b.d[blockIdx.y]);
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(sig.counter, 1u) == gridDim.x * gridDim.y - 1) {
+        *sig.counter = 0;
+        __threadfence_system();
+        *(volatile unsigned int *)sig.word = sig.value;
+    }
 }

@@ -88,9 +88,6 @@ pub const UNKNOWN: Code = 999;
 /// as a stream the legacy default stream.
 pub type Handle = usize;
 
-/// The most copies one batch holds (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_MAX`).
-pub const BATCH_MAX: usize = 128;
-
 /// One copy of a batch, as the batch kernel reads it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -100,9 +97,21 @@ pub struct Desc {
     pub bytes: usize,
 }
 
+/// A completion word a launch of the batch kernel writes itself once all its copies landed:
+/// `counter`, a zeroed word of device memory the launch alone uses (left zeroed); `word`, the
+/// device address of a mapped word; `value`, what is stored there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Signal {
+    pub counter: usize,
+    pub word: usize,
+    pub value: u32,
+}
+
 /// The CUDA operations the engine uses. `ctx`: `Some(device)` runs the call in that device's
 /// context, `None` in the calling thread's. Errors are driver results ([`Code`]).
 pub trait Gpu: Send + Sync {
+    /// The most copies one launch of the batch kernel moves (its parameter's size).
+    const BATCH_MAX: usize;
     /// How many fork() children deep this process is (0 in the process that started).
     fn fork_generation(&self) -> u32;
     fn stream_create(&self, device: i32) -> std::result::Result<Handle, Code>;
@@ -116,9 +125,10 @@ pub trait Gpu: Send + Sync {
     fn stream_synchronize(&self, s: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
     fn stream_wait_event(&self, s: Handle, e: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
     fn memcpy_async(&self, dst: usize, src: usize, bytes: usize, s: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
-    /// One kernel launch that moves every copy of `batch` (1 to [`BATCH_MAX`]); on an error
-    /// nothing was enqueued, and the text says why.
-    fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc]) -> std::result::Result<(), String>;
+    /// One kernel launch that moves every copy of `batch` (1 to [`Gpu::BATCH_MAX`]) and, with
+    /// `signal`, then writes its completion word; on an error nothing was enqueued, and the text
+    /// says why.
+    fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc], signal: Option<Signal>) -> std::result::Result<(), String>;
     /// The device `s` belongs to (the calling thread's for 0 and the special handles), or -1.
     fn stream_device(&self, s: Handle) -> i32;
     /// `Ok(None)`: not captured; `Ok(Some(invalidated))`: captured; `Err`: the driver cannot say.
@@ -130,6 +140,9 @@ pub trait Gpu: Send + Sync {
     /// `words` zeroed 32-bit words of host memory mapped for every device: (host address, device
     /// address, the same in every context), kept for the process's life.
     fn mapped_words(&self, device: i32, words: usize) -> std::result::Result<(usize, usize), Code>;
+    /// `words` zeroed 32-bit words of `device`'s memory (launch counters, see [`Signal`]): their
+    /// device address, kept for the process's life.
+    fn device_words(&self, device: i32, words: usize) -> std::result::Result<usize, Code>;
     /// Enqueues on `s` a store of `value` into the word at device address `addr`, done when the
     /// stream reaches it (after its earlier work completed).
     fn stream_write_value32(&self, s: Handle, addr: usize, value: u32, ctx: Option<i32>) -> std::result::Result<(), Code>;
@@ -223,9 +236,14 @@ struct Watched {
 struct Word {
     host: usize,
     dev: usize,
+    counter: usize,
     value: u32,
     device: i32,
 }
+
+/// A word of the pool: host address, device address, and its launch counter's device address
+/// (0: none, so only a stream write can store it).
+type PoolWord = (usize, usize, usize);
 
 #[derive(Default)]
 struct State {
@@ -248,7 +266,7 @@ struct State {
     tickets_out_of_order: Vec<u32>,
     released: bool,
     settled_failed: std::collections::HashSet<u64>, // failed copies of the engine's stream settled (complete)
-    free_words: Vec<(usize, usize)>,                // mapped words no stream will write again (host, device address)
+    free_words: Vec<PoolWord>,                      // mapped words no stream or launch will write again
     next_value: u32,
     last_probe: Option<std::time::Instant>,
 }
@@ -363,7 +381,7 @@ impl<G: Gpu> Engine<G> {
                 st.batch.push(Desc { src: r.src, dst: r.dst, bytes: r.bytes });
                 st.batch_seq.push(seq);
             }
-            if st.batch.len() == BATCH_MAX {
+            if st.batch.len() == G::BATCH_MAX {
                 self.flush(&mut st);
             }
             return Ok(seq); // the mark comes with the batch, at the first poll that asks
@@ -409,6 +427,20 @@ impl<G: Gpu> Engine<G> {
         let (event, result) = if r.flags & INJECT_FAILURE != 0 {
             (0, UNKNOWN)
         } else {
+            // A small copy with device memory at both ends: one launch that copies and writes the
+            // ticket's word (one operation on the stream, not two).
+            if r.flags & DEVICE_ENDS != 0
+                && r.bytes > 0
+                && r.bytes <= self.batch_bytes()
+                && let Some((w, sig)) = self.take_signal(&mut st)
+            {
+                let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
+                if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
+                    self.batched.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
+                }
+                st.free_words.push(w); // not launched: nothing will write it
+            }
             if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
                 return Err(Error::new(
                     Status::CudaError,
@@ -446,22 +478,51 @@ impl<G: Gpu> Engine<G> {
         is_wait: bool,
         batch: bool,
     ) -> std::result::Result<u64, Code> {
-        let (host, dev) = match st.free_words.pop() {
-            Some(w) => w,
-            None => {
-                let (h, d) = self.gpu.mapped_words(self.device, WORDS_PER_BLOCK)?;
-                st.free_words.extend((1..WORDS_PER_BLOCK).rev().map(|i| (h + 4 * i, d + 4 * i)));
-                (h, d)
-            }
-        };
-        st.next_value = st.next_value.wrapping_add(1).max(1);
-        let value = st.next_value;
-        if let Err(c) = self.gpu.stream_write_value32(s, dev, value, ctx) {
-            st.free_words.push((host, dev)); // nothing will write it
+        let w = self.take_word(st)?;
+        let value = Self::next_value(st);
+        if let Err(c) = self.gpu.stream_write_value32(s, w.1, value, ctx) {
+            st.free_words.push(w); // nothing will write it
             return Err(c);
         }
-        let word = Some(Word { host, dev, value, device });
-        Ok(Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch, injected: false }))
+        Ok(Self::watch_taken(st, w, value, device, is_wait, batch))
+    }
+
+    /// Under the lock: a word of the pool (a new block of them when it is empty, with a launch
+    /// counter each where device memory for them can be had).
+    fn take_word(&self, st: &mut State) -> std::result::Result<PoolWord, Code> {
+        if let Some(w) = st.free_words.pop() {
+            return Ok(w);
+        }
+        let (h, d) = self.gpu.mapped_words(self.device, WORDS_PER_BLOCK)?;
+        let c = self.gpu.device_words(self.device, WORDS_PER_BLOCK).unwrap_or(0);
+        let counter = |i: usize| if c == 0 { 0 } else { c + 4 * i };
+        st.free_words.extend((1..WORDS_PER_BLOCK).rev().map(|i| (h + 4 * i, d + 4 * i, counter(i))));
+        Ok((h, d, c))
+    }
+
+    /// Under the lock: the value the next word written stores (never 0).
+    fn next_value(st: &mut State) -> u32 {
+        st.next_value = st.next_value.wrapping_add(1).max(1);
+        st.next_value
+    }
+
+    /// Under the lock: a ticket told by word `w`, which the stream (or a launch on it) stores
+    /// `value` into when it reaches that point.
+    fn watch_taken(st: &mut State, w: PoolWord, value: u32, device: i32, is_wait: bool, batch: bool) -> u64 {
+        let word = Some(Word { host: w.0, dev: w.1, counter: w.2, value, device });
+        Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch, injected: false })
+    }
+
+    /// Under the lock: a word of the pool with a launch counter, and the [`Signal`] that stores
+    /// the next value in it; `None` (nothing taken) when the pool has none.
+    fn take_signal(&self, st: &mut State) -> Option<(PoolWord, Signal)> {
+        let w = self.take_word(st).ok()?;
+        if w.2 == 0 {
+            st.free_words.push(w);
+            return None;
+        }
+        let value = Self::next_value(st);
+        Some((w, Signal { counter: w.2, word: w.1, value }))
     }
 
     /// Under the lock: a fault the context of `device` reports (`SUCCESS`: none).
@@ -502,7 +563,7 @@ impl<G: Gpu> Engine<G> {
             return Some(NOT_READY);
         };
         if landed {
-            st.free_words.push((word.host, word.dev));
+            st.free_words.push((word.host, word.dev, word.counter));
         }
         let w = st.watched.get_mut(&t).expect("watched");
         w.word = None;
@@ -513,7 +574,7 @@ impl<G: Gpu> Engine<G> {
     /// Issues `reqs` in `s`'s order, as one ticket: the work queued on `s` before the call runs
     /// first, then the copies in the order given (runs of small copies with device memory at both
     /// ends, [`DEVICE_ENDS`] and at most [`Engine::batch_bytes`], as one launch of the batch
-    /// kernel each, up to [`BATCH_MAX`] copies a launch; the others one `cuMemcpyAsync` each),
+    /// kernel each, up to [`Gpu::BATCH_MAX`] copies a launch; the others one `cuMemcpyAsync` each),
     /// then the work queued on `s` after the call. On a stream of another device the copies run on
     /// the engine's stream between two events, as [`ON_STREAM`]'s do. The ticket's outcome comes
     /// from [`Engine::poll`]; a failure is reported ([`Settled::Report`]), never redone.
@@ -548,7 +609,15 @@ impl<G: Gpu> Engine<G> {
             st.stream.unwrap_or(0)
         };
         let inject = reqs.iter().any(|r| r.flags & INJECT_FAILURE != 0);
-        let batched = self.put_in_order(target, reqs).map_err(|(i, why)| {
+        // The last launch writes the ticket's word itself, when the batch ends with one.
+        let signal = self.take_signal(&mut st);
+        let put = self.put_in_order(target, reqs, signal.map(|s| s.1));
+        if let Some((w, _)) = signal
+            && !matches!(put, Ok((_, true)))
+        {
+            st.free_words.push(w); // not launched with it: nothing will write it
+        }
+        let (batched, signalled) = put.map_err(|(i, why)| {
             let _ = self.gpu.stream_synchronize(target, Some(self.device));
             Error::new(
                 Status::CudaError,
@@ -560,7 +629,13 @@ impl<G: Gpu> Engine<G> {
         })?;
         self.fast.fetch_add(reqs.len(), Ordering::Relaxed);
         self.batched.fetch_add(batched, Ordering::Relaxed);
-        let t = {
+        let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, false, true));
+        let t = if let Some(t) = signalled {
+            if let Some(w) = st.watched.get_mut(&t) {
+                w.injected = inject;
+            }
+            t
+        } else {
             match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
                 Ok(t) => {
                     if let Some(w) = st.watched.get_mut(&t) {
@@ -594,17 +669,31 @@ impl<G: Gpu> Engine<G> {
     }
 
     /// `reqs` onto `target` in order (no lock needed: the caller's stream, or the engine's under
-    /// the lock). The number of copies launches moved, or the index of the copy the driver
-    /// refused and why.
-    fn put_in_order(&self, target: Handle, reqs: &[CopyReq]) -> std::result::Result<usize, (usize, String)> {
+    /// the lock). With `signal`, a launch that is the last operation also writes that word. The
+    /// number of copies launches moved and whether `signal` went with one, or the index of the
+    /// copy the driver refused and why.
+    fn put_in_order(
+        &self,
+        target: Handle,
+        reqs: &[CopyReq],
+        signal: Option<Signal>,
+    ) -> std::result::Result<(usize, bool), (usize, String)> {
         let max = self.batch_bytes();
         let mut batched = 0;
         let mut run: Vec<(usize, Desc)> = Vec::new();
-        let launch = |run: &mut Vec<(usize, Desc)>, batched: &mut usize| -> std::result::Result<(), (usize, String)> {
-            for chunk in run.chunks(BATCH_MAX) {
+        // Launches `run` (the last chunk with `sig`): whether `sig` went with one.
+        let launch = |run: &mut Vec<(usize, Desc)>,
+                      batched: &mut usize,
+                      sig: Option<Signal>|
+         -> std::result::Result<bool, (usize, String)> {
+            let chunks = run.len().div_ceil(G::BATCH_MAX);
+            let mut signalled = false;
+            for (k, chunk) in run.chunks(G::BATCH_MAX).enumerate() {
                 let descs: Vec<Desc> = chunk.iter().map(|c| c.1).collect();
-                if self.gpu.launch_batch(self.device, target, &descs).is_ok() {
+                let sig = sig.filter(|_| k + 1 == chunks);
+                if self.gpu.launch_batch(self.device, target, &descs, sig).is_ok() {
                     *batched += descs.len();
+                    signalled = sig.is_some();
                     continue;
                 }
                 for (i, d) in chunk {
@@ -612,7 +701,7 @@ impl<G: Gpu> Engine<G> {
                 }
             }
             run.clear();
-            Ok(())
+            Ok(signalled)
         };
         for (i, r) in reqs.iter().enumerate() {
             if r.flags & INJECT_FAILURE != 0 || r.bytes == 0 {
@@ -622,11 +711,11 @@ impl<G: Gpu> Engine<G> {
                 run.push((i, Desc { src: r.src, dst: r.dst, bytes: r.bytes }));
                 continue;
             }
-            launch(&mut run, &mut batched)?;
+            launch(&mut run, &mut batched, None)?;
             self.gpu.memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device)).map_err(|c| (i, self.gpu.result_name(c)))?;
         }
-        launch(&mut run, &mut batched)?;
-        Ok(batched)
+        let signalled = launch(&mut run, &mut batched, signal)?;
+        Ok((batched, signalled))
     }
 
     fn watch(st: &mut State, w: Watched) -> u64 {
@@ -745,7 +834,7 @@ impl<G: Gpu> Engine<G> {
         }
         let s = st.stream.unwrap_or(0);
         let n = st.batch.len();
-        match self.gpu.launch_batch(self.device, s, &st.batch) {
+        match self.gpu.launch_batch(self.device, s, &st.batch, None) {
             Ok(()) => {
                 self.batched.fetch_add(n, Ordering::Relaxed);
                 st.batch.clear();

@@ -1,6 +1,6 @@
 //! The engine's GPU: the CUDA driver, through [`crate::cuda`] (the one module that calls it).
 
-use super::core::{Code, Desc, Gpu, Handle};
+use super::core::{Code, Desc, Gpu, Handle, Signal};
 use crate::cuda;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,6 +40,7 @@ impl Driver {
 }
 
 impl Gpu for Driver {
+    const BATCH_MAX: usize = cuda::BATCH_MAX;
     fn fork_generation(&self) -> u32 {
         fork_generation()
     }
@@ -73,12 +74,13 @@ impl Gpu for Driver {
     fn memcpy_async(&self, dst: usize, src: usize, bytes: usize, s: Handle, ctx: Option<i32>) -> Result<(), Code> {
         cuda::memcpy_async(dst, src, bytes, s, ctx)
     }
-    fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc]) -> Result<(), String> {
+    fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
         let mut param = [cuda::BatchCopy::default(); cuda::BATCH_MAX];
         for (p, d) in param.iter_mut().zip(batch) {
             *p = cuda::BatchCopy { src: d.src, dst: d.dst, bytes: d.bytes };
         }
-        cuda::copy_batch(device, s, &mut param, batch.len())
+        let signal = signal.map(|g| cuda::Signal { counter: g.counter, word: g.word, value: g.value });
+        cuda::copy_batch(device, s, &mut param, batch.len(), signal)
     }
     fn stream_device(&self, s: Handle) -> i32 {
         cuda::stream_device(s)
@@ -94,6 +96,9 @@ impl Gpu for Driver {
     }
     fn mapped_words(&self, device: i32, words: usize) -> Result<(usize, usize), Code> {
         cuda::mapped_host_block(device, 4 * words)
+    }
+    fn device_words(&self, device: i32, words: usize) -> Result<usize, Code> {
+        cuda::device_zeroed(device, 4 * words)
     }
     fn stream_write_value32(&self, s: Handle, addr: usize, value: u32, ctx: Option<i32>) -> Result<(), Code> {
         cuda::stream_write_value32(s, addr, value, ctx)

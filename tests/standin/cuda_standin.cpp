@@ -210,13 +210,28 @@ void worker_main(Stream *s) {
                 else if (op.n)
                     std::memmove(op.dst, op.src, op.n);
                 break;
-            case Op::Batch:  // one launch: one delay, then every copy
+            case Op::Batch:  // one launch: one delay, then every copy (then the signalling kernel's word)
                 if (op.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(op.delay_us));
                 if (op.fail)
                     g_failed_copies.fetch_add(1);
                 else
                     for (const BatchDesc &d : op.batch)
                         if (d.n) std::memmove(d.dst, d.src, d.n);
+                if (op.word) {  // as a stream write after the copies: the failures up to it become the context's
+                    {
+                        std::lock_guard<std::mutex> fl(g.mu);
+                        for (auto it = s->failed.begin(); it != s->failed.end();) {
+                            if (*it <= op.index) {
+                                g_faults.fetch_add(1);
+                                it = s->failed.erase(it);
+                            } else {
+                                ++it;
+                            }
+                        }
+                    }
+                    // A faulting kernel stores nothing.
+                    if (!op.fail) __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
+                }
                 break;
             case Op::Memset:
                 if (op.n) std::memset(op.dst, op.value, op.n);
@@ -1342,14 +1357,30 @@ static CUresult stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32
 UXN_EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
     return stream_write_value32(s, addr, value, flags);
 }
-// One kernel, the library's batched copy (uxn_copy_batch): a module whose PTX defines it loads,
-// any other fails as on a GPU without a binary for it. Its launch is one operation on the stream
-// that moves every copy of the batch after one copy delay. Loading a module waits for the work
-// queued on the device, as a module load (a PTX compile, a lazily loaded function) may on a GPU.
+// The library's batch kernels (uxn_copy_batch, and uxn_copy_batch_signal, which then stores its
+// completion word): a module whose PTX defines them loads, any other fails as on a GPU without a
+// binary for it. A launch is one operation on the stream that moves every copy of the batch after
+// one copy delay (and then stores the word: a launch whose copies fail faults the context instead,
+// and stores nothing). Loading a module waits for the work queued on the device, as a module load
+// (a PTX compile, a lazily loaded function) may on a GPU.
+struct Module;
+struct Function {
+    Module *module;
+    bool signal;
+};
 struct Module {
     int device;
+    Function plain{this, false}, signal{this, true};
+    explicit Module(int d) : device(d) {}
+};
+// The signalling kernel's second parameter (uxn_signal of src/cuda/batch_copy.cu).
+struct Signal {
+    unsigned *counter;
+    unsigned *word;
+    unsigned value;
 };
 const char kBatchKernel[] = "uxn_copy_batch";
+const char kSignalKernel[] = "uxn_copy_batch_signal";
 UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
     if (!m) return CUDA_ERROR_INVALID_VALUE;
@@ -1357,9 +1388,10 @@ UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     Ctx *c = current_ctx();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     const char *text = static_cast<const char *>(image);
-    if (!text || !std::strstr(text, ".entry uxn_copy_batch(")) return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    if (!text || !std::strstr(text, ".entry uxn_copy_batch(") || !std::strstr(text, ".entry uxn_copy_batch_signal("))
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
     (void)device_sync(c->device);  // a module load may wait for the device's queued work
-    *m = reinterpret_cast<CUmodule>(new Module{c->device});
+    *m = reinterpret_cast<CUmodule>(new Module(c->device));
     return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunction f) {
@@ -1372,8 +1404,13 @@ UXN_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunc
 UXN_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     DRV_ENTER();
     if (!f || !m || !name) return CUDA_ERROR_INVALID_VALUE;
-    if (std::strcmp(name, kBatchKernel) != 0) return CUDA_ERROR_NOT_FOUND;
-    *f = reinterpret_cast<CUfunction>(m);  // the module's one function
+    auto *mod = reinterpret_cast<Module *>(m);
+    if (std::strcmp(name, kBatchKernel) == 0)
+        *f = reinterpret_cast<CUfunction>(&mod->plain);
+    else if (std::strcmp(name, kSignalKernel) == 0)
+        *f = reinterpret_cast<CUfunction>(&mod->signal);
+    else
+        return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -1382,7 +1419,9 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     if (!f || !params || !params[0] || extra) return CUDA_ERROR_INVALID_VALUE;
     if (gx == 0 || gy == 0 || gy > kBatchMax || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared)
         return CUDA_ERROR_INVALID_VALUE;
-    const int dev = reinterpret_cast<Module *>(f)->device;
+    const Function *fn = reinterpret_cast<Function *>(f);
+    const int dev = fn->module->device;
+    if (fn->signal && !params[1]) return CUDA_ERROR_INVALID_VALUE;
     Ctx *c = current_ctx();
     if (!c || c->device != dev) return CUDA_ERROR_INVALID_CONTEXT;
     for (int n = g_fail_launches.load(); n > 0;)
@@ -1394,12 +1433,23 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     for (const BatchDesc &d : op.batch)
         if (d.n && (uxn_standin_device_of(d.src) < 0 || uxn_standin_device_of(d.dst) < 0))
             return CUDA_ERROR_INVALID_VALUE;  // a kernel reaches device memory only (models the fault)
+    if (fn->signal) {
+        const Signal sig = *static_cast<const Signal *>(params[1]);
+        // The counter is device memory, the word memory mapped for the device (the kernel faults
+        // on anything else).
+        if (!sig.counter || uxn_standin_device_of(sig.counter) < 0 || !sig.word ||
+            (reinterpret_cast<uintptr_t>(sig.word) & 3))
+            return CUDA_ERROR_INVALID_VALUE;
+        op.word = sig.word;
+        op.wait_value = sig.value;
+    }
     op.delay_us = g_delay_us.load();
     op.fail = take_injected_failure();
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mu);
     Stream *s = resolve(stream, dev);
     if (s->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+    if (fn->signal) g_stream_writes.fetch_add(1);
     g_batch_launches.fetch_add(1);
     g_batched_copies.fetch_add(static_cast<long>(gy));
     enqueue(s, std::move(op));

@@ -4,7 +4,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use upcxx_extra_nvshmem_loom::engine_core::{
-    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled,
+    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled, Signal,
 };
 use upcxx_extra_nvshmem_loom::error::Status;
 
@@ -163,6 +163,8 @@ impl ModelGpu {
 }
 
 impl Gpu for ModelGpu {
+    /// Small, so that a few copies already fill a launch.
+    const BATCH_MAX: usize = 4;
     fn fork_generation(&self) -> u32 {
         self.generation.load(Ordering::Relaxed)
     }
@@ -224,13 +226,18 @@ impl Gpu for ModelGpu {
         });
         Ok(())
     }
-    fn launch_batch(&self, _device: i32, st: Handle, batch: &[Desc]) -> Result<(), String> {
+    fn launch_batch(&self, _device: i32, st: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
         self.with(|s| {
             if s.refuse_launches > 0 {
                 s.refuse_launches -= 1;
                 return Err("the model refuses this launch".to_string());
             }
+            assert!((1..=Self::BATCH_MAX).contains(&batch.len()), "a launch of {} copies", batch.len());
             s.streams[st].ops.push(Op::Batch(batch.iter().map(|d| d.src).collect()));
+            if let Some(g) = signal {
+                // The launch's last block stores the word once every copy of it landed.
+                s.streams[st].ops.push(Op::WriteValue(g.word, g.value));
+            }
             Ok(())
         })
     }
@@ -252,6 +259,11 @@ impl Gpu for ModelGpu {
             Box::leak((0..words).map(|_| std::sync::atomic::AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice());
         let a = block.as_ptr() as usize;
         Ok((a, a))
+    }
+    fn device_words(&self, _device: i32, words: usize) -> Result<usize, Code> {
+        let block: &'static [std::sync::atomic::AtomicU32] =
+            Box::leak((0..words).map(|_| std::sync::atomic::AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice());
+        Ok(block.as_ptr() as usize)
     }
     fn stream_write_value32(&self, st: Handle, addr: usize, value: u32, _ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
@@ -516,8 +528,16 @@ pub fn scenario_stream_words() {
     run(64, 0, |e, g| {
         let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
         let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 4096, DEVICE_ENDS)]).unwrap();
+        // Ends with two launches (the model's launch holds 4): the last one writes the word.
+        let small: Vec<CopyReq> = (5..=9).map(|id| req(id, 8, DEVICE_ENDS)).collect();
+        let l = e.copy_batch_on_stream(0, &[&[req(4, 4096, DEVICE_ENDS)], &small[..]].concat()).unwrap();
         let w = e.after(0).unwrap();
-        for (t, upto, what) in [(c, 1, "the copy on the stream"), (b, 3, "the batch on the stream"), (w, 3, "after()")] {
+        for (t, upto, what) in [
+            (c, 1, "the copy on the stream"),
+            (b, 3, "the batch on the stream"),
+            (l, 9, "the batch ending with launches"),
+            (w, 9, "after()"),
+        ] {
             wait_watched_batch(&e, t, what)?;
             let ran = g.ran();
             let want: Vec<usize> = (1..=upto).collect();
