@@ -190,6 +190,27 @@ typedef enum upcxx_extra_nvshmem_engine_flag_t {
 } upcxx_extra_nvshmem_engine_flag_t;
 
 /**
+ * The results `upcxx_extra_nvshmem_engine_poll` names (`*result`, an `int`): LANDED, NOT_READY,
+ * or the driver's error for the copy (a `CUresult`; UNKNOWN among them). Each is the CUDA
+ * driver's number, so a `CUresult` compares with them as it is.
+ */
+typedef enum upcxx_extra_nvshmem_engine_poll_t {
+  /**
+   * `CUDA_SUCCESS` (0): the copy landed (a wait: the work waited for is done).
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED = 0,
+  /**
+   * `CUDA_ERROR_NOT_READY` (600): not over yet; poll again.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY = 600,
+  /**
+   * `CUDA_ERROR_UNKNOWN` (999): a ticket the engine never issued or already settled on a
+   * caller's stream, or a copy that failed with no error of its own from the driver.
+   */
+  UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_UNKNOWN = 999,
+} upcxx_extra_nvshmem_engine_poll_t;
+
+/**
  * A copy engine (opaque): made by `upcxx_extra_nvshmem_engine_new`, released by
  * `upcxx_extra_nvshmem_engine_free`.
  */
@@ -538,9 +559,10 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_after(const struct 
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_flush(const struct upcxx_extra_nvshmem_engine_t *e);
 
 /**
- * How ticket `ticket` ended: `*result` is 0 (`CUDA_SUCCESS`: the bytes landed), 600
- * (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999, `CUDA_ERROR_UNKNOWN`, for
- * a ticket it never issued or already settled on a caller's stream).
+ * How ticket `ticket` ended: `*result` is `UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED` (0,
+ * `CUDA_SUCCESS`: the bytes landed), `_NOT_READY` (600, `CUDA_ERROR_NOT_READY`: not yet), or the
+ * driver's error for it (`_UNKNOWN`, 999, `CUDA_ERROR_UNKNOWN`, for a ticket it never issued or
+ * already settled on a caller's stream): `upcxx_extra_nvshmem_engine_poll_t`.
  * Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
  * caller's slot for this ticket, 0 at first: the polls of many tickets run back to back ask the
  * GPU once per round instead of once per ticket (a ticket that landed answers without asking,
@@ -560,7 +582,7 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_poll(const struct u
  * REPORT (failed; a wait, or the engine is closed). A failure's text (the first since the last
  * `engine_take_error`) names `copy`'s bytes and ranks (NULL: none).
  *
- * Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` 600, a ticket
+ * Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` NOT_READY, a ticket
  * not over, never issued, or settled already: a failed copy or a caller's stream's ticket
  * settled twice; nothing changes); FORKED (a fork() child). Thread safety: any thread.
  */

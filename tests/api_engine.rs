@@ -12,6 +12,25 @@ use std::ffi::CStr;
 use std::ptr::{null, null_mut};
 use upcxx_extra_nvshmem::abi::*;
 
+// The poll results the header names (upcxx_extra_nvshmem_engine_poll_t), as engine_poll's `int`.
+const LANDED: i32 = EnginePoll::Landed as i32;
+const NOT_READY: i32 = EnginePoll::NotReady as i32;
+const UNKNOWN: i32 = EnginePoll::Unknown as i32;
+
+#[test]
+fn poll_results_are_the_drivers_numbers() {
+    // The header's names are CUDA's numbers: a CUresult compares with them as it is.
+    assert_eq!((LANDED, NOT_READY, UNKNOWN), (0, 600, 999));
+    let header = include_str!("../include/upcxx_extra_nvshmem.h");
+    for line in [
+        "UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED = 0,",
+        "UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY = 600,",
+        "UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_UNKNOWN = 999,",
+    ] {
+        assert!(header.contains(line), "the header lacks {line}");
+    }
+}
+
 fn last() -> String {
     unsafe { CStr::from_ptr(upcxx_extra_nvshmem_last_error()) }.to_string_lossy().into_owned()
 }
@@ -88,18 +107,18 @@ fn handle_life_and_argument_checks() {
         assert!(!f);
         assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::Ok, "no failure yet");
 
-        // A ticket it never issued is unknown (999), and settling a ticket that
+        // A ticket it never issued is UNKNOWN, and settling a ticket that
         // is not over is refused.
         assert_eq!(upcxx_extra_nvshmem_engine_poll(e, (1 << 63) | 7, null_mut(), &mut r), Status::Ok);
-        assert_eq!(r, 999);
+        assert_eq!(r, UNKNOWN);
         for never in [0, 5] {
             assert_eq!(upcxx_extra_nvshmem_engine_poll(e, never, null_mut(), &mut r), Status::Ok);
-            assert_eq!(r, 999, "copy ticket {never}, never issued");
+            assert_eq!(r, UNKNOWN, "copy ticket {never}, never issued");
         }
-        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, 600, null(), &mut settled), Status::InvalidArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, 5, NOT_READY, null(), &mut settled), Status::InvalidArgument);
         assert!(last().contains("not over"), "{}", last());
         // Settling a ticket never issued is misuse, whatever result the caller passes.
-        for (never, result) in [(5, 0), (5, 999), (0, 0), ((1 << 63) | 7, 0), ((1 << 63) | 7, 999)] {
+        for (never, result) in [(5, LANDED), (5, UNKNOWN), (0, LANDED), ((1 << 63) | 7, LANDED), ((1 << 63) | 7, UNKNOWN)] {
             settled = EngineSettled::Landed;
             assert_eq!(upcxx_extra_nvshmem_engine_complete(e, never, result, null(), &mut settled), Status::InvalidArgument);
             assert!(last().contains("never issued"), "{}", last());
@@ -187,7 +206,7 @@ fn poll_until_over(e: *const EngineHandle, t: u64, asked: *mut u64) -> Option<i3
     while std::time::Instant::now() < until {
         let mut r = -1;
         assert_eq!(unsafe { upcxx_extra_nvshmem_engine_poll(e, t, asked, &mut r) }, Status::Ok);
-        if r != 600 {
+        if r != NOT_READY {
             return Some(r);
         }
         std::thread::sleep(std::time::Duration::from_micros(100));
@@ -218,7 +237,7 @@ fn standin_poll_without_a_slot_sees_the_copy_land() {
     let c = copy_of(&src, &mut dst, 0);
     let mut t = 0;
     assert_eq!(unsafe { upcxx_extra_nvshmem_engine_copy(e, &c, &mut t) }, Status::Ok, "{}", last());
-    assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "a poll with asked NULL never saw the copy land");
+    assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "a poll with asked NULL never saw the copy land");
     assert!(dst.iter().all(|&b| b == 7));
     unsafe { upcxx_extra_nvshmem_engine_free(e) };
 }
@@ -235,14 +254,14 @@ fn standin_a_landed_ticket_polled_again_hides_no_other() {
     let (mut a, mut b, mut slot_a, mut slot_b) = (0, 0, 0u64, 0u64);
     unsafe {
         assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &copy_of(&src, &mut d1, 0), &mut a), Status::Ok, "{}", last());
-        assert_eq!(poll_until_over(e, a, &mut slot_a), Some(0));
+        assert_eq!(poll_until_over(e, a, &mut slot_a), Some(LANDED));
         assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &copy_of(&src, &mut d2, 0), &mut b), Status::Ok, "{}", last());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let mut rb = 600;
-        while rb == 600 && std::time::Instant::now() < until {
+        let mut rb = NOT_READY;
+        while rb == NOT_READY && std::time::Instant::now() < until {
             let mut ra = -1;
             assert_eq!(upcxx_extra_nvshmem_engine_poll(e, a, &mut slot_a, &mut ra), Status::Ok);
-            assert_eq!(ra, 0, "a landed ticket changed its answer");
+            assert_eq!(ra, LANDED, "a landed ticket changed its answer");
             assert_eq!(upcxx_extra_nvshmem_engine_poll(e, b, &mut slot_b, &mut rb), Status::Ok);
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
@@ -265,7 +284,7 @@ fn standin_a_failed_ticket_is_settled_once() {
     unsafe {
         assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
         let r = poll_until_over(e, t, &mut slot).expect("the failed copy never ended");
-        assert_eq!(r, 999);
+        assert_eq!(r, UNKNOWN);
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Redo);
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::InvalidArgument);
@@ -315,7 +334,7 @@ fn standin_fork_child_polls_say_forked() {
         assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
         assert!(libc::WIFEXITED(status), "the fork() child did not exit");
         assert_eq!(libc::WEXITSTATUS(status), 0, "fork() child: bit 1/2 poll, 4 complete, 8 flush/wait_all did not say FORKED");
-        assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "the parent's batched copy");
+        assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "the parent's batched copy");
         assert!(dst.iter().all(|&b| b == 9));
         upcxx_extra_nvshmem_engine_free(e);
     }
@@ -375,7 +394,7 @@ fn standin_copy_on_stream_batch_lands_in_order() {
     let mut t = 0;
     unsafe {
         assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), cs.len(), &mut t), Status::Ok, "{}", last());
-        assert_eq!(poll_until_over(e, t, null_mut()), Some(0), "the batch never landed");
+        assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "the batch never landed");
         for (i, d) in dst.iter().enumerate() {
             assert!(d.iter().all(|&b| b == i as u8 + 1), "copy {i} of the batch did not land");
         }

@@ -82,6 +82,27 @@ impl EngineCopy {
     }
 }
 
+/// The results `upcxx_extra_nvshmem_engine_poll` names (`*result`, an `int`): LANDED, NOT_READY,
+/// or the driver's error for the copy (a `CUresult`; UNKNOWN among them). Each is the CUDA
+/// driver's number, so a `CUresult` compares with them as it is.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnginePoll {
+    /// `CUDA_SUCCESS` (0): the copy landed (a wait: the work waited for is done).
+    Landed = 0,
+    /// `CUDA_ERROR_NOT_READY` (600): not over yet; poll again.
+    NotReady = 600,
+    /// `CUDA_ERROR_UNKNOWN` (999): a ticket the engine never issued or already settled on a
+    /// caller's stream, or a copy that failed with no error of its own from the driver.
+    Unknown = 999,
+}
+// The engine's own numbers (one definition each): the header's enum is tied to them here.
+const _: () = assert!(
+    EnginePoll::Landed as core::Code == core::SUCCESS
+        && EnginePoll::NotReady as core::Code == NOT_READY
+        && EnginePoll::Unknown as core::Code == core::UNKNOWN
+);
+
 /// How `upcxx_extra_nvshmem_engine_complete` settled a ticket.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,9 +269,10 @@ pub extern "C" fn upcxx_extra_nvshmem_engine_flush(e: *const EngineHandle) -> St
     engine(e)?.flush_batch()
 }
 
-/// How ticket `ticket` ended: `*result` is 0 (`CUDA_SUCCESS`: the bytes landed), 600
-/// (`CUDA_ERROR_NOT_READY`: not yet), or the driver's error for it (999, `CUDA_ERROR_UNKNOWN`, for
-/// a ticket it never issued or already settled on a caller's stream).
+/// How ticket `ticket` ended: `*result` is `UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED` (0,
+/// `CUDA_SUCCESS`: the bytes landed), `_NOT_READY` (600, `CUDA_ERROR_NOT_READY`: not yet), or the
+/// driver's error for it (`_UNKNOWN`, 999, `CUDA_ERROR_UNKNOWN`, for a ticket it never issued or
+/// already settled on a caller's stream): `upcxx_extra_nvshmem_engine_poll_t`.
 /// Asking again after it ended gives the same answer until `engine_complete`. `asked`: the
 /// caller's slot for this ticket, 0 at first: the polls of many tickets run back to back ask the
 /// GPU once per round instead of once per ticket (a ticket that landed answers without asking,
@@ -280,7 +302,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_poll(
 /// REPORT (failed; a wait, or the engine is closed). A failure's text (the first since the last
 /// `engine_take_error`) names `copy`'s bytes and ranks (NULL: none).
 ///
-/// Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` 600, a ticket
+/// Statuses: OK; NULL_ARGUMENT (`engine`, `settled`); INVALID_ARGUMENT (`result` NOT_READY, a ticket
 /// not over, never issued, or settled already: a failed copy or a caller's stream's ticket
 /// settled twice; nothing changes); FORKED (a fork() child). Thread safety: any thread.
 #[unsafe(no_mangle)]

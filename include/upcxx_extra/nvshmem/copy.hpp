@@ -408,7 +408,7 @@ struct copy_path {
                 initiator->lpc_ff([keep] { keep->notify_here(); });
                 return;
             }
-            if (e == 0 || !redo) return notify();
+            if (e == UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED || !redo) return notify();
             // CUDA failed the copy: UPC++ copies it again; the notifications fire once those
             // bytes landed. The flight lives until then; destroy() waits for the redo.
             std::shared_ptr<fast_flight> keep(static_cast<fast_flight *>(self.release()));

@@ -147,7 +147,7 @@ using c_handle = std::unique_ptr<T, c_deleter<T, fn>>;
 /// One fast copy in flight. finish() runs on the initiator persona, once, and owns the flight.
 struct flight {
     virtual ~flight() = default;
-    /// The copy landed (`result` 0) or CUDA reported `result` (a CUresult).
+    /// The copy landed (`result` UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED) or CUDA reported `result` (a CUresult).
     /// `redo`: the count of the heap's upcxx::copy calls, raised for this copy's redo when CUDA
     /// failed it and the engine is still open; null when a failure can only be reported.
     virtual void finish(std::unique_ptr<flight> self, int result, std::shared_ptr<std::atomic<long>> redo) = 0;
@@ -399,14 +399,15 @@ private:
         return c;
     }
 
-    // How the copy of `f` ended: 0, a CUresult, or 600 (CUDA_ERROR_NOT_READY).
+    // How the copy of `f` ended (upcxx_extra_nvshmem_engine_poll_t): landed, a CUresult, or not_ready.
     int outcome(flight &f) {
-        int r = 999;
+        int r = unknown;
         // OK; FORKED (a fork() child running a completion the parent queued: nothing reaches
-        // CUDA and `r` is not written, so the copy ends as failed, 999, and is reported, not
+        // CUDA and `r` is not written, so the copy ends as failed, unknown, and is reported, not
         // redone: complete() is refused FORKED too); NULL_ARGUMENT cannot come. A completion
         // LPC throws nothing, so the status is not used further.
-        if (upcxx_extra_nvshmem_engine_poll(h_.get(), f.ticket, &f.asked, &r) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) r = 999;
+        if (upcxx_extra_nvshmem_engine_poll(h_.get(), f.ticket, &f.asked, &r) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+            r = unknown;
         return r;
     }
 
@@ -450,7 +451,7 @@ private:
         bool redo = false;
         if (f->settled != 0) {  // settled by reissue(), which could not issue it again
             redo = f->settled == 1;
-        } else if (r != 0) {
+        } else if (r != landed) {
             fallbacks_in_flight_->fetch_add(1);
             const upcxx_extra_nvshmem_engine_copy_t c = describe(*f);
             upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
@@ -459,7 +460,7 @@ private:
             if (!redo) fallbacks_in_flight_->fetch_sub(1);
         } else {
             upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_LANDED;
-            settle(f->ticket, 0, nullptr, settled);  // a landed copy has nothing to redo or report
+            settle(f->ticket, landed, nullptr, settled);  // a landed copy has nothing to redo or report
         }
         flight &ref = *f;
         ref.finish(std::move(f), r, redo ? fallbacks_in_flight_ : nullptr);
@@ -497,10 +498,10 @@ private:
                 delete f;
                 return;
             }
-            int r = f->settled != 0 ? 999 : self->outcome(*f);
-            if (r != 0 && r != not_ready && f->internal && !user && !f->reissued && self->reissue(*f, r))
+            int r = f->settled != 0 ? unknown : self->outcome(*f);
+            if (r != landed && r != not_ready && f->internal && !user && !f->reissued && self->reissue(*f, r))
                 r = not_ready;  // issued again: polled here, at internal level, once more
-            if (r == 0 || (r != not_ready && (user || !f->internal))) {
+            if (r == landed || (r != not_ready && (user || !f->internal))) {
                 f->in_internal = f->internal && !user;
                 return self->complete(f, r);
             }
@@ -510,15 +511,18 @@ private:
                 poll{self, f, user || r != not_ready}.queue();
             } catch (...) {  // cannot stay queued: wait here for the copy instead
                 // OK, or FORKED (a fork() child: nothing reaches CUDA, so the copy is reported
-                // failed, 999, as outcome() would say); NULL_ARGUMENT cannot come. Nothing may
+                // failed, unknown, as outcome() would say); NULL_ARGUMENT cannot come. Nothing may
                 // throw here.
                 const bool waited =
                     upcxx_extra_nvshmem_engine_wait_all(self->h_.get()) == UPCXX_EXTRA_NVSHMEM_STATUS_OK;
-                self->complete(f, f->settled != 0 || !waited ? 999 : self->outcome(*f));
+                self->complete(f, f->settled != 0 || !waited ? unknown : self->outcome(*f));
             }
         }
     };
-    static constexpr int not_ready = 600;  // CUDA_ERROR_NOT_READY
+    // The poll results the engine names (upcxx_extra_nvshmem_engine_poll_t); any other is a CUresult.
+    static constexpr int landed = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED;        // CUDA_SUCCESS
+    static constexpr int not_ready = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY;  // CUDA_ERROR_NOT_READY
+    static constexpr int unknown = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_UNKNOWN;      // CUDA_ERROR_UNKNOWN
 
     const handle h_;
     const bool force_fallback_;
