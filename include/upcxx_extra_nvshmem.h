@@ -164,6 +164,17 @@ typedef enum upcxx_extra_nvshmem_copy_batch_t {
 } upcxx_extra_nvshmem_copy_batch_t;
 
 /**
+ * The defaults of `upcxx_extra_nvshmem_copy_policy` (C: `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`).
+ */
+typedef enum upcxx_extra_nvshmem_copy_default_t {
+  /**
+   * The largest copy batched when `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES` is unset: above it a
+   * copy engine beats a kernel on one lone copy.
+   */
+  UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES = 262144,
+} upcxx_extra_nvshmem_copy_default_t;
+
+/**
  * The flags of an engine copy (`upcxx_extra_nvshmem_engine_copy_t::flags`), or-ed.
  */
 typedef enum upcxx_extra_nvshmem_engine_flag_t {
@@ -226,6 +237,21 @@ typedef struct Step Step;
  * what a bad value does).
  */
 typedef struct Var Var;
+
+/**
+ * What the environment asks of the C++ layer's copies (`upcxx_extra_nvshmem_copy_policy`).
+ */
+typedef struct upcxx_extra_nvshmem_copy_policy_t {
+  /**
+   * Every copy with a heap end is `upcxx::copy` (`UPCXX_EXTRA_NVSHMEM_COPY=upcxx`).
+   */
+  bool upcxx_only;
+  /**
+   * The largest copy batched (0: none): `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, 0 with
+   * `UPCXX_EXTRA_NVSHMEM_COPY=unbatched`, else `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`.
+   */
+  size_t batch_bytes;
+} upcxx_extra_nvshmem_copy_policy_t;
 
 /**
  * One copy for `upcxx_extra_nvshmem_engine_copy`.
@@ -485,8 +511,9 @@ extern "C" {
 /**
  * A copy engine for copies on CUDA device `device`, batching copies of up to `batch_bytes`
  * (0: none). Makes no CUDA object until the first copy (then a non-blocking stream of
- * `device`, in its primary context: the CUDA runtime's). The knobs of the C++ layer
- * (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, docs/copy.md) are read there, not here.
+ * `device`, in its primary context: the CUDA runtime's). The environment's knobs
+ * (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, docs/copy.md) are read by
+ * `upcxx_extra_nvshmem_copy_policy`, not here: pass its `batch_bytes`.
  *
  * Statuses: OK; NULL_ARGUMENT (`out`); INVALID_ARGUMENT (`device` negative). Thread safety: any
  * thread; the engine may be used from any thread.
@@ -494,6 +521,20 @@ extern "C" {
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_new(int device,
                                                                  size_t batch_bytes,
                                                                  struct upcxx_extra_nvshmem_engine_t **out);
+
+/**
+ * The copy policy the environment asks for, read at each call: `UPCXX_EXTRA_NVSHMEM_COPY`
+ * (`fast`, the default; `unbatched`; `upcxx`; lower case) and
+ * `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES` (decimal digits only; default
+ * `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`; set to the empty string it is refused). The C++
+ * layer asks once per `nvshmem_heap`, when it is built (docs/copy.md).
+ *
+ * Statuses: OK; NULL_ARGUMENT (`out`); INVALID_ARGUMENT (a variable set to a value it does not
+ * take, `UPCXX_EXTRA_NVSHMEM_COPY` checked first: the last error names the variable, its value
+ * and what it takes; `*out` is not written). Thread safety: any thread; no thread may change the
+ * environment meanwhile.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_copy_policy(struct upcxx_extra_nvshmem_copy_policy_t *out);
 
 /**
  * Closes the engine, waits until every copy issued has landed, releases its stream and events,

@@ -10,6 +10,9 @@
 //! - a path is taken byte for byte, as the kernel and the dynamic loader take it (non-UTF-8
 //!   bytes included).
 //!
+//! Two exceptions, kept from the C++ layer that read them first: [`COPY`]'s names are lower case
+//! only, and [`COPY_BATCH_BYTES`] set to the empty string is a bad value, not the default.
+//!
 //! A value that breaks its rule is a [`BadValue`], naming the variable, the value as it is set
 //! (quoted, escapes shown) and what is accepted; it is never ignored or read as something else.
 //! What happens then is the reader's, and is written on each variable below: a call of the C
@@ -57,6 +60,30 @@ pub const DEBUG_HEAP_BASE_SKEW: Var = Var {
           a wrong layout. Never set it in a job. A bad value fails each heap query with INVALID_ARGUMENT.",
 };
 
+/// How the C++ layer's heap.copy moves bytes.
+pub const COPY: Var = Var {
+    name: "UPCXX_EXTRA_NVSHMEM_COPY",
+    read_by: "the library, at each upcxx_extra_nvshmem_copy_policy (the C++ layer: once per nvshmem_heap, when it is built)",
+    doc: "how heap.copy moves bytes: fast (the default: the copy engine, small copies with heap memory at both ends \
+          batched), unbatched (the engine, one copy each, none batched) or upcxx (every copy with a heap end is \
+          upcxx::copy); these spellings exactly, lower case (empty: the default). A bad value fails copy_policy with \
+          INVALID_ARGUMENT, and so the heap's construction on every rank (errc bad_environment).",
+};
+
+/// The largest copy the copy engine batches.
+pub const COPY_BATCH_BYTES: Var = Var {
+    name: "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES",
+    read_by: "the library, at each upcxx_extra_nvshmem_copy_policy (the C++ layer: once per nvshmem_heap, when it is built)",
+    doc: "<bytes> (digits; default 262144, 0: none) the largest copy with heap memory at both ends that heap.copy \
+          batches; with UPCXX_EXTRA_NVSHMEM_COPY=unbatched none is, whatever it says (it is still checked). Set to \
+          the empty string it is a bad value. A bad value fails copy_policy with INVALID_ARGUMENT, and so the heap's \
+          construction on every rank (errc bad_environment).",
+};
+
+/// [`COPY_BATCH_BYTES`]'s default: above it a copy engine beats a kernel on one lone copy
+/// (BENCHMARKS.md).
+pub const DEFAULT_COPY_BATCH_BYTES: usize = 262144;
+
 /// NVSHMEM's install directory.
 pub const NVSHMEM_HOME: Var = Var {
     name: "NVSHMEM_HOME",
@@ -89,7 +116,8 @@ pub const CACHE: Var = Var {
 };
 
 /// Every variable of this package, in the order documented.
-pub const ALL: [Var; 7] = [LOG, SOURCE, DEBUG_HEAP_BASE_SKEW, NVSHMEM_HOME, NVSHMEM_CUDA, DOCTOR_LOAD_TIMEOUT_S, CACHE];
+pub const ALL: [Var; 9] =
+    [LOG, SOURCE, DEBUG_HEAP_BASE_SKEW, COPY, COPY_BATCH_BYTES, NVSHMEM_HOME, NVSHMEM_CUDA, DOCTOR_LOAD_TIMEOUT_S, CACHE];
 
 /// A value that does not parse: the variable, its value as set, and what it accepts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -190,6 +218,54 @@ pub fn parse_skew(value: &OsStr) -> Result<isize, BadValue> {
     digits(value)
         .and_then(|n| isize::try_from(n).ok())
         .ok_or_else(|| bad(DEBUG_HEAP_BASE_SKEW, value, "a number of bytes (digits only, at most 2^63-1)"))
+}
+
+/// What [`COPY`] and [`COPY_BATCH_BYTES`] ask of heap.copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopySetting {
+    /// Every copy with a heap end is upcxx::copy (`COPY=upcxx`).
+    pub upcxx_only: bool,
+    /// The largest copy batched (0: none).
+    pub batch_bytes: usize,
+}
+
+impl Default for CopySetting {
+    fn default() -> Self {
+        CopySetting { upcxx_only: false, batch_bytes: DEFAULT_COPY_BATCH_BYTES }
+    }
+}
+
+/// [`COPY`] and [`COPY_BATCH_BYTES`] as set now (each read at every call); the first bad value
+/// of the two, [`COPY`] first.
+pub fn copy_setting() -> Result<CopySetting, BadValue> {
+    parse_copy(std::env::var_os(COPY.name).as_deref(), std::env::var_os(COPY_BATCH_BYTES.name).as_deref())
+}
+
+#[cfg(target_pointer_width = "64")]
+const BATCH_BYTES_EXPECTED: &str =
+    "a number of bytes in decimal digits only (no sign, space or unit; at most 18446744073709551615; 0: no batching)";
+#[cfg(not(target_pointer_width = "64"))]
+const BATCH_BYTES_EXPECTED: &str = "a number of bytes in decimal digits only (no sign, space or unit; at most 4294967295; 0: no batching)";
+
+/// `copy` and `batch_bytes` as [`COPY`] and [`COPY_BATCH_BYTES`] take them (None: unset).
+pub fn parse_copy(copy: Option<&OsStr>, batch_bytes: Option<&OsStr>) -> Result<CopySetting, BadValue> {
+    let mut p = CopySetting::default();
+    if let Some(v) = copy.filter(|v| !v.is_empty()) {
+        match v.to_str() {
+            Some("fast") => {}
+            Some("unbatched") => p.batch_bytes = 0,
+            Some("upcxx") => p.upcxx_only = true,
+            _ => return Err(bad(COPY, v, "one of fast, unbatched, upcxx (lower case)")),
+        }
+    }
+    // Not `raw`: set to the empty string is a bad value here.
+    if let Some(v) = batch_bytes {
+        let n = digits(v).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| bad(COPY_BATCH_BYTES, v, BATCH_BYTES_EXPECTED))?;
+        if p.batch_bytes != 0 {
+            p.batch_bytes = n;
+        }
+    }
+    Ok(p)
 }
 
 /// [`NVSHMEM_HOME`]; None when unset or empty.
@@ -321,6 +397,37 @@ mod tests {
         for v in ["0", "3601", "20s", " 20", "+20", "-1", "2.5"] {
             assert!(parse_load_timeout(os(v)).is_err(), "{v:?}");
         }
+    }
+
+    #[test]
+    fn the_copy_knobs_take_what_the_cxx_layer_always_took() {
+        let set = |c: Option<&str>, b: Option<&str>| parse_copy(c.map(os), b.map(os));
+        let p = |upcxx_only, batch_bytes| Ok(CopySetting { upcxx_only, batch_bytes });
+        assert_eq!(set(None, None), p(false, 262144));
+        assert_eq!(set(Some(""), None), p(false, 262144));
+        assert_eq!(set(Some("fast"), Some("4096")), p(false, 4096));
+        assert_eq!(set(Some("unbatched"), Some("4096")), p(false, 0), "unbatched: none, whatever the limit");
+        assert_eq!(set(Some("upcxx"), None), p(true, 262144));
+        assert_eq!(set(None, Some("0")), p(false, 0));
+        assert_eq!(set(None, Some("18446744073709551615")), p(false, usize::MAX));
+        for v in ["bogus", " fast", "fast ", "FAST", "Upcxx", "1"] {
+            let e = set(Some(v), Some("12")).unwrap_err();
+            assert_eq!(e.var, "UPCXX_EXTRA_NVSHMEM_COPY", "{v:?}");
+            assert!(e.to_string().contains("which is not one of fast, unbatched, upcxx"), "{e}");
+        }
+        for v in ["12x", " -1", "\t-5", "+7", " 12", "-1", "12 ", "", "18446744073709551616"] {
+            let e = set(None, Some(v)).unwrap_err();
+            assert_eq!(e.var, "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES", "{v:?}");
+            // Checked with unbatched too.
+            assert_eq!(set(Some("unbatched"), Some(v)).unwrap_err(), e, "{v:?}");
+        }
+        // COPY first.
+        assert_eq!(set(Some("bogus"), Some("12x")).unwrap_err().var, "UPCXX_EXTRA_NVSHMEM_COPY");
+        assert_eq!(
+            set(None, Some("12x")).unwrap_err().to_string(),
+            "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is set to \"12x\", which is not a number of bytes in decimal digits only \
+             (no sign, space or unit; at most 18446744073709551615; 0: no batching): unset it or set one of those"
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! never ignored or read as something else. A call that reads `UPCXX_EXTRA_NVSHMEM_SOURCE` or
 //! `UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW` fails with `INVALID_ARGUMENT` and a last error
 //! naming the variable and its value; `nvshmem_load` refuses an `NVSHMEM_HOME` it cannot pass to
-//! the loader as it is; the logger, which cannot fail, warns once on stderr and stays off. Each
+//! the loader as it is; `copy_policy` reads `UPCXX_EXTRA_NVSHMEM_COPY` and
+//! `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES` for the C++ layer and refuses what the C++ layer always
+//! refused; the logger, which cannot fail, warns once on stderr and stays off. Each
 //! case runs in a child process of its own (this test binary again), with its environment set
 //! before the library is loaded.
 
@@ -27,7 +29,14 @@ fn heap_query() -> Status {
 fn child(case: &str, env: &[(&str, &OsStr)]) -> String {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["env_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"]).env(CASE, case);
-    for k in ["UPCXX_EXTRA_NVSHMEM_LOG", "UPCXX_EXTRA_NVSHMEM_SOURCE", "UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW", "NVSHMEM_HOME"] {
+    for k in [
+        "UPCXX_EXTRA_NVSHMEM_LOG",
+        "UPCXX_EXTRA_NVSHMEM_SOURCE",
+        "UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW",
+        "UPCXX_EXTRA_NVSHMEM_COPY",
+        "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES",
+        "NVSHMEM_HOME",
+    ] {
         c.env_remove(k);
     }
     c.env_remove("LD_LIBRARY_PATH").env_remove("LD_PRELOAD");
@@ -61,6 +70,38 @@ fn skew_bad_values_fail_the_query_naming_them() {
     }
     for v in ["4096", "0", ""] {
         child("skew-good", &[("UPCXX_EXTRA_NVSHMEM_DEBUG_HEAP_BASE_SKEW", os(v))]);
+    }
+}
+
+const COPY: &str = "UPCXX_EXTRA_NVSHMEM_COPY";
+const BATCH: &str = "UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES";
+
+#[test]
+fn copy_policy_reads_the_copy_knobs() {
+    assert_eq!(unsafe { upcxx_extra_nvshmem_copy_policy(std::ptr::null_mut()) }, Status::NullArgument);
+    assert_eq!(CopyDefault::BatchBytes as usize, 262144);
+    // (COPY, BATCH_BYTES) -> "upcxx_only batch_bytes"
+    for (c, b, want) in [
+        (None, None, "false 262144"),
+        (Some(""), None, "false 262144"),
+        (Some("fast"), Some("4096"), "false 4096"),
+        (Some("unbatched"), Some("4096"), "false 0"),
+        (Some("upcxx"), None, "true 262144"),
+        (None, Some("0"), "false 0"),
+        (None, Some("18446744073709551615"), "false 18446744073709551615"),
+    ] {
+        let mut env = vec![("UXN_TEST_WANT", os(want))];
+        env.extend(c.map(|v| (COPY, os(v))));
+        env.extend(b.map(|v| (BATCH, os(v))));
+        child("copy-good", &env);
+    }
+    // What the C++ layer's own parser refused (F17 of the C++ semantics tests), still refused.
+    for v in ["bogus", " fast", "fast ", "FAST"] {
+        child("copy-bad", &[("UXN_TEST_WANT", os(COPY)), (COPY, os(v))]);
+    }
+    for v in ["12x", " -1", "\t-5", "+7", " 12", "-1", "12 ", "", "18446744073709551616"] {
+        child("copy-bad", &[("UXN_TEST_WANT", os(BATCH)), (BATCH, os(v))]);
+        child("copy-bad", &[("UXN_TEST_WANT", os(BATCH)), (COPY, os("unbatched")), (BATCH, os(v))]);
     }
 }
 
@@ -112,6 +153,19 @@ fn env_child() {
             assert!(last().contains(&want), "{}", last());
         }
         "skew-good" => assert_eq!(heap_query(), Status::NotLoaded, "{}", last()),
+        "copy-good" => {
+            let mut p = CopyPolicy { upcxx_only: true, batch_bytes: 7 };
+            assert_eq!(unsafe { upcxx_extra_nvshmem_copy_policy(&mut p) }, Status::Ok, "{}", last());
+            assert_eq!(format!("{} {}", p.upcxx_only, p.batch_bytes), var("UXN_TEST_WANT").to_string_lossy());
+        }
+        "copy-bad" => {
+            let name = var("UXN_TEST_WANT").to_string_lossy().into_owned();
+            let mut p = CopyPolicy { upcxx_only: true, batch_bytes: 7 };
+            assert_eq!(unsafe { upcxx_extra_nvshmem_copy_policy(&mut p) }, Status::InvalidArgument, "{}", last());
+            let want = format!("upcxx_extra_nvshmem_copy_policy: {name} is set to {:?}, which is not ", var(&name));
+            assert!(last().starts_with(&want), "{}", last());
+            assert_eq!(p, CopyPolicy { upcxx_only: true, batch_bytes: 7 }, "a refused copy_policy wrote its output");
+        }
         "home-not-utf8" => {
             let mut info = std::mem::MaybeUninit::<NvshmemInfo>::zeroed();
             assert_eq!(unsafe { upcxx_extra_nvshmem_nvshmem_load(info.as_mut_ptr()) }, Status::InvalidArgument, "{}", last());

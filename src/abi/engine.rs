@@ -116,6 +116,27 @@ pub enum EngineSettled {
     Report = 2,
 }
 
+/// What the environment asks of the C++ layer's copies (`upcxx_extra_nvshmem_copy_policy`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyPolicy {
+    /// Every copy with a heap end is `upcxx::copy` (`UPCXX_EXTRA_NVSHMEM_COPY=upcxx`).
+    pub upcxx_only: bool,
+    /// The largest copy batched (0: none): `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, 0 with
+    /// `UPCXX_EXTRA_NVSHMEM_COPY=unbatched`, else `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`.
+    pub batch_bytes: usize,
+}
+
+/// The defaults of `upcxx_extra_nvshmem_copy_policy` (C: `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyDefault {
+    /// The largest copy batched when `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES` is unset: above it a
+    /// copy engine beats a kernel on one lone copy.
+    BatchBytes = 262144,
+}
+const _: () = assert!(CopyDefault::BatchBytes as usize == crate::env::DEFAULT_COPY_BATCH_BYTES);
+
 /// The copy counts of an engine.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,8 +165,9 @@ fn write<T>(out: *mut T, v: T) {
 
 /// A copy engine for copies on CUDA device `device`, batching copies of up to `batch_bytes`
 /// (0: none). Makes no CUDA object until the first copy (then a non-blocking stream of
-/// `device`, in its primary context: the CUDA runtime's). The knobs of the C++ layer
-/// (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, docs/copy.md) are read there, not here.
+/// `device`, in its primary context: the CUDA runtime's). The environment's knobs
+/// (`UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES`, docs/copy.md) are read by
+/// `upcxx_extra_nvshmem_copy_policy`, not here: pass its `batch_bytes`.
 ///
 /// Statuses: OK; NULL_ARGUMENT (`out`); INVALID_ARGUMENT (`device` negative). Thread safety: any
 /// thread; the engine may be used from any thread.
@@ -159,6 +181,25 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_new(device: c_int, batch_byt
     Driver::prepare(device);
     let h: Box<CudaEngine> = Box::new(Engine::new(Driver, device, batch_bytes));
     write(out, Box::into_raw(h) as *mut EngineHandle);
+    Ok(())
+}
+
+/// The copy policy the environment asks for, read at each call: `UPCXX_EXTRA_NVSHMEM_COPY`
+/// (`fast`, the default; `unbatched`; `upcxx`; lower case) and
+/// `UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES` (decimal digits only; default
+/// `UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES`; set to the empty string it is refused). The C++
+/// layer asks once per `nvshmem_heap`, when it is built (docs/copy.md).
+///
+/// Statuses: OK; NULL_ARGUMENT (`out`); INVALID_ARGUMENT (a variable set to a value it does not
+/// take, `UPCXX_EXTRA_NVSHMEM_COPY` checked first: the last error names the variable, its value
+/// and what it takes; `*out` is not written). Thread safety: any thread; no thread may change the
+/// environment meanwhile.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_copy_policy(out: *mut CopyPolicy) -> Status {
+    nonnull(out, "out")?;
+    let p = crate::env::copy_setting().map_err(|e| Error::new(Status::InvalidArgument, e.to_string()))?;
+    write(out, CopyPolicy { upcxx_only: p.upcxx_only, batch_bytes: p.batch_bytes });
     Ok(())
 }
 

@@ -1,14 +1,15 @@
 // upcxx-extra-nvshmem: the C++ layer's policy, in one place. Part of <upcxx_extra/nvshmem.hpp>.
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// Every environment variable the C++ layer reads or writes, and its choice of GPU, are here; the
-// rest of the layer takes them as values (copy_policy, env_override, choose_device) and touches
-// neither the environment nor the choice itself.
+// Every environment variable the C++ layer asks for or writes, and its choice of GPU, are here;
+// the rest of the layer takes them as values (copy_policy, env_override, choose_device) and
+// touches neither the environment nor the choice itself.
 //
-// Read (copy_policy::from_environment, once per heap, at construction; docs/copy.md):
+// Read (copy_policy::from_environment, once per heap, at construction; docs/copy.md), by the C
+// library, which reads every variable (src/env.rs; upcxx_extra_nvshmem_copy_policy):
 //   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
 //   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144)
-//   A value the layer does not take fails the heap's construction on every rank (errc
+//   A value the library does not take fails the heap's construction on every rank (errc
 //   bad_environment).
 // Written (env_override, by nvshmem_init() only, for the duration of the call):
 //   NVSHMEM_SYMMETRIC_SIZE, when nvshmem_init_options::heap_size is not 0 (NVSHMEM reads its
@@ -35,61 +36,33 @@ namespace upcxx {
 namespace extra {
 namespace detail {
 
-/// How heap.copy chooses its path, as the environment asks (a heap reads it once, at construction;
+/// How heap.copy chooses its path, as the environment asks (a heap asks once, at construction;
 /// docs/copy.md lists the knobs; the copy engine, copy_engine.hpp, takes it as a value, and
-/// nvshmem_heap::set_copy_batch_bytes changes the batching limit at run time).
+/// nvshmem_heap::set_copy_batch_bytes changes the batching limit at run time). The C library
+/// reads and checks the variables (upcxx_extra_nvshmem_copy_policy, src/env.rs):
 ///   UPCXX_EXTRA_NVSHMEM_COPY=fast (default) | unbatched | upcxx
 ///     fast: the fast path, small copies with heap memory at both ends batched; unbatched: the
 ///     fast path, one cudaMemcpyAsync per copy; upcxx: every copy with a heap end is upcxx::copy.
 ///   UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES=N (default 262144): the largest copy batched; 0 batches
 ///     none. Above it a copy engine beats a kernel on one lone copy (BENCHMARKS.md).
 struct copy_policy {
-    static constexpr std::size_t default_batch_bytes = 262144;
+    static constexpr std::size_t default_batch_bytes = UPCXX_EXTRA_NVSHMEM_COPY_DEFAULT_BATCH_BYTES;
     bool upcxx_only = false;                        // every copy with a heap end is upcxx::copy
     std::size_t batch_bytes = default_batch_bytes;  // the largest copy batched (0: none)
 
-    /// A number of bytes as the knobs take it: one or more decimal digits and nothing else (no
-    /// sign, no space, no unit), that fits a size_t.
-    static bool parse_bytes(const char *v, std::size_t &out) noexcept {
-        if (*v == '\0') return false;
-        std::size_t n = 0;
-        for (const char *c = v; *c; ++c) {
-            if (*c < '0' || *c > '9') return false;
-            const std::size_t d = static_cast<std::size_t>(*c - '0');
-            if (n > (static_cast<std::size_t>(-1) - d) / 10) return false;
-            n = n * 10 + d;
-        }
-        out = n;
-        return true;
-    }
-
-    /// The policy the environment asks for; throws nvshmem_error (INVALID_ARGUMENT) naming the
-    /// variable for a value it does not take.
+    /// The policy the environment asks for (upcxx_extra_nvshmem_copy_policy); throws
+    /// nvshmem_error (INVALID_ARGUMENT, errc bad_environment) with the library's message, which
+    /// names the variable, its value and what it takes, for a value it does not take.
     static copy_policy from_environment() {
+        upcxx_extra_nvshmem_copy_policy_t c{};
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_copy_policy(&c);
+        if (s == UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT)
+            throw nvshmem_error(s, std::string("nvshmem_heap: ") + upcxx_extra_nvshmem_last_error(),
+                                nvshmem_errc::bad_environment);
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw c_error(s);  // NULL_ARGUMENT cannot come (&c)
         copy_policy p;
-        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY")) {
-            const std::string s(v);
-            if (s == "upcxx")
-                p.upcxx_only = true;
-            else if (s == "unbatched")
-                p.batch_bytes = 0;
-            else if (s != "fast" && !s.empty())
-                throw nvshmem_error(
-                    UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                    "nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY is \"" + s + "\"; it takes fast, unbatched or upcxx",
-                    nvshmem_errc::bad_environment);
-        }
-        if (const char *v = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES")) {
-            std::size_t n = 0;
-            if (!parse_bytes(v, n))
-                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
-                                    std::string("nvshmem_heap: UPCXX_EXTRA_NVSHMEM_COPY_BATCH_BYTES is \"") + v +
-                                        "\"; it takes a number of bytes in decimal digits only (no sign, space or "
-                                        "unit; at most " +
-                                        std::to_string(static_cast<std::size_t>(-1)) + "; 0: no batching)",
-                                    nvshmem_errc::bad_environment);
-            if (p.batch_bytes != 0) p.batch_bytes = n;
-        }
+        p.upcxx_only = c.upcxx_only;
+        p.batch_bytes = c.batch_bytes;
         return p;
     }
 };
