@@ -19,7 +19,8 @@
 // select_device): nvshmem_init_options::device when set; else the device of the CUDA context
 // current on the calling thread; else upcxx::local_team().rank_me() modulo the visible devices.
 // The heap then uses the device NVSHMEM's heap is on (upcxx_extra_nvshmem_heap_query), and every
-// fast copy runs on it (copy_engine.hpp's device_scope): not a choice of the layer.
+// fast copy runs on it (the copy engine is made for that device, upcxx_extra_nvshmem_engine_new,
+// and makes its stream in that device's primary context): not a choice of the layer.
 // At build time, not run time: UPCXX_EXTRA_NVSHMEM_UPCXX_PUBLIC_ONLY=1 (a macro) forces the
 // public-API mode (upcxx_internals.hpp, docs/compatibility.md).
 #ifndef UPCXX_EXTRA_NVSHMEM_POLICY_HPP
