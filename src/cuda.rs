@@ -180,12 +180,22 @@ pub struct Signal {
     pub value: u32,
 }
 
+/// The batch kernels of one context.
+#[derive(Clone, Copy)]
+struct Kernels {
+    /// uxn_copy_batch: a batch's copies.
+    batch: sys::CUfunction,
+    /// uxn_copy_batch_signal: a batch's copies, then its completion word.
+    batch_signal: sys::CUfunction,
+    /// uxn_copy_one_signal: one copy, then its completion word (a 48-byte parameter).
+    one_signal: sys::CUfunction,
+}
+
 /// The batch kernels loaded into one context.
 struct BatchKernel {
     ctx: usize,
     _module: Module,
-    function: sys::CUfunction,
-    signal: sys::CUfunction,
+    kernels: Kernels,
 }
 // SAFETY: a CUfunction may be launched from any thread of its context's process.
 #[allow(unsafe_code)]
@@ -237,10 +247,10 @@ impl Drop for OnDevice {
 /// for the work queued in the context (a PTX module is compiled and its function loaded then),
 /// so [`load_batch_kernel`] does it before any copy is queued.
 #[allow(unsafe_code)]
-fn batch_function(ctx: usize, signal: bool) -> Result<sys::CUfunction, String> {
-    let mut kernels = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(k) = kernels.iter().find(|k| k.ctx == ctx) {
-        return Ok(if signal { k.signal } else { k.function });
+fn batch_kernels(ctx: usize) -> Result<Kernels, String> {
+    let mut loaded = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(k) = loaded.iter().find(|k| k.ctx == ctx) {
+        return Ok(k.kernels);
     }
     let module = Module::load_ptx(BATCH_PTX)?;
     let get = |name: &CStr| -> Result<sys::CUfunction, String> {
@@ -258,10 +268,10 @@ fn batch_function(ctx: usize, signal: bool) -> Result<sys::CUfunction, String> {
         )?;
         Ok(function)
     };
-    let function = get(c"uxn_copy_batch")?;
-    let signalled = get(c"uxn_copy_batch_signal")?;
-    kernels.push(BatchKernel { ctx, _module: module, function, signal: signalled });
-    Ok(if signal { signalled } else { function })
+    let kernels =
+        Kernels { batch: get(c"uxn_copy_batch")?, batch_signal: get(c"uxn_copy_batch_signal")?, one_signal: get(c"uxn_copy_one_signal")? };
+    loaded.push(BatchKernel { ctx, _module: module, kernels });
+    Ok(kernels)
 }
 
 /// Loads the batch kernel into `device`'s primary context now, so that the first batched copy or
@@ -269,7 +279,7 @@ fn batch_function(ctx: usize, signal: bool) -> Result<sys::CUfunction, String> {
 pub fn load_batch_kernel(device: i32) -> Result<(), String> {
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
-    batch_function(ctx, false).map(|_| ())
+    batch_kernels(ctx).map(|_| ())
 }
 
 /// Enqueues the first `count` copies of `batch` (1 to [`BATCH_MAX`], each between device
@@ -290,14 +300,20 @@ pub fn copy_batch(
     assert!((1..=BATCH_MAX).contains(&count), "a batch holds 1 to {BATCH_MAX} copies, not {count}");
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
-    let function = batch_function(ctx, signal.is_some())?;
+    let kernels = batch_kernels(ctx)?;
     let largest = batch[..count].iter().map(|c| c.bytes).max().unwrap_or(0);
     let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
     let mut sig = signal.unwrap_or_default();
+    let function = match signal {
+        None => kernels.batch,
+        Some(_) if count == 1 => kernels.one_signal,
+        Some(_) => kernels.batch_signal,
+    };
     let mut args = [batch.as_mut_ptr() as *mut c_void, (&mut sig as *mut Signal).cast::<c_void>()];
-    // SAFETY: the kernel takes one parameter of BATCH_MAX descriptors, which `args[0]` points to,
-    // and the signalling kernel a second, the `Signal` `args[1]` points to (the driver copies both
-    // at the launch; the plain kernel reads only the first); `stream` is a stream of this context.
+    // SAFETY: the kernel's first parameter is BATCH_MAX descriptors (uxn_copy_one_signal: one,
+    // the first of them), which `args[0]` points to, and a signalling kernel's second the
+    // `Signal` `args[1]` points to (the driver copies them at the launch; the plain kernel reads
+    // only the first); `stream` is a stream of this context.
     let r = unsafe {
         sys::cuLaunchKernel(
             function,
@@ -521,6 +537,14 @@ pub fn stream_device(s: usize) -> i32 {
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: writes one handle; the driver checks the stream handle.
         ok(unsafe { sys::cuStreamGetCtx(s as sys::CUstream, &mut ctx) })?;
+        let mut current: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle.
+        if unsafe { sys::cuCtxGetCurrent(&mut current) } == sys::CUresult::CUDA_SUCCESS && current == ctx {
+            let mut dev: sys::CUdevice = -1;
+            // SAFETY: writes one int (the stream's context is the current one).
+            ok(unsafe { sys::cuCtxGetDevice(&mut dev) })?;
+            return Ok(dev);
+        }
         // SAFETY: a context of this process, made current for the query and popped after.
         ok(unsafe { sys::cuCtxPushCurrent_v2(ctx) })?;
         let mut dev: sys::CUdevice = -1;
@@ -665,6 +689,8 @@ mod tests {
             format!(".param .align 8 .b8 uxn_copy_batch_param_0[{batch}]"),
             format!(".param .align 8 .b8 uxn_copy_batch_signal_param_0[{batch}]"),
             format!(".param .align 8 .b8 uxn_copy_batch_signal_param_1[{}]", std::mem::size_of::<Signal>()),
+            format!(".param .align 8 .b8 uxn_copy_one_signal_param_0[{}]", std::mem::size_of::<BatchCopy>()),
+            format!(".param .align 8 .b8 uxn_copy_one_signal_param_1[{}]", std::mem::size_of::<Signal>()),
         ] {
             assert!(BATCH_PTX.contains(&want), "batch_copy.ptx declares no `{want}`");
         }

@@ -40,16 +40,30 @@ __device__ void uxn_copy_share(const uxn_copy_desc d) {
 
 extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) { uxn_copy_share(b.d[blockIdx.y]); }
 
-// The same copies, then the launch's completion word: each thread's stores are made visible to
-// the system before its block counts itself done; the last block to count resets the counter and
-// stores the value (a copy on a caller's stream and its completion in one launch).
-extern "C" __global__ void uxn_copy_batch_signal(const struct uxn_copy_batch b, const uxn_signal sig) {
-    uxn_copy_share(b.d[blockIdx.y]);
-    __threadfence_system();
+// The launch's completion word, after the copies of every block: each block's stores are made
+// visible to the system before it counts itself done (a fence by one thread after the block's
+// barrier); the last block to count resets the counter and stores the value.
+__device__ void uxn_signal_done(const uxn_signal sig) {
     __syncthreads();
-    if (threadIdx.x == 0 && atomicAdd(sig.counter, 1u) == gridDim.x * gridDim.y - 1) {
+    if (threadIdx.x != 0) return;
+    __threadfence_system();
+    if (atomicAdd(sig.counter, 1u) == gridDim.x * gridDim.y - 1) {
         *sig.counter = 0;
         __threadfence_system();
         *(volatile unsigned int *)sig.word = sig.value;
     }
+}
+
+// The same copies, then the completion word (copies on a caller's stream and their completion in
+// one launch).
+extern "C" __global__ void uxn_copy_batch_signal(const struct uxn_copy_batch b, const uxn_signal sig) {
+    uxn_copy_share(b.d[blockIdx.y]);
+    uxn_signal_done(sig);
+}
+
+// One copy, then the completion word: copy_on_stream's launch, whose parameter is 48 bytes
+// instead of a batch's 3 KiB (what the driver copies at each launch).
+extern "C" __global__ void uxn_copy_one_signal(const uxn_copy_desc d, const uxn_signal sig) {
+    uxn_copy_share(d);
+    uxn_signal_done(sig);
 }

@@ -1357,20 +1357,21 @@ static CUresult stream_write_value32(CUstream stream, CUdeviceptr addr, cuuint32
 UXN_EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
     return stream_write_value32(s, addr, value, flags);
 }
-// The library's batch kernels (uxn_copy_batch, and uxn_copy_batch_signal, which then stores its
-// completion word): a module whose PTX defines them loads, any other fails as on a GPU without a
-// binary for it. A launch is one operation on the stream that moves every copy of the batch after
-// one copy delay (and then stores the word: a launch whose copies fail faults the context instead,
-// and stores nothing). Loading a module waits for the work queued on the device, as a module load
-// (a PTX compile, a lazily loaded function) may on a GPU.
+// The library's batch kernels (uxn_copy_batch; uxn_copy_batch_signal, which then stores its
+// completion word; uxn_copy_one_signal, the same for one copy, whose parameter is one descriptor): a module whose PTX
+// defines them loads, any other fails as on a GPU without a binary for it. A launch is one operation on the stream that
+// moves every copy of the batch after one copy delay (and then stores the word: a launch whose copies fail faults the
+// context instead, and stores nothing). Loading a module waits for the work queued on the device, as a module load (a
+// PTX compile, a lazily loaded function) may on a GPU.
 struct Module;
 struct Function {
     Module *module;
     bool signal;
+    bool one;  // its first parameter is one descriptor
 };
 struct Module {
     int device;
-    Function plain{this, false}, signal{this, true};
+    Function plain{this, false, false}, signal{this, true, false}, one{this, true, true};
     explicit Module(int d) : device(d) {}
 };
 // The signalling kernel's second parameter (uxn_signal of src/cuda/batch_copy.cu).
@@ -1381,6 +1382,7 @@ struct Signal {
 };
 const char kBatchKernel[] = "uxn_copy_batch";
 const char kSignalKernel[] = "uxn_copy_batch_signal";
+const char kOneKernel[] = "uxn_copy_one_signal";
 UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
     if (!m) return CUDA_ERROR_INVALID_VALUE;
@@ -1388,7 +1390,8 @@ UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     Ctx *c = current_ctx();
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     const char *text = static_cast<const char *>(image);
-    if (!text || !std::strstr(text, ".entry uxn_copy_batch(") || !std::strstr(text, ".entry uxn_copy_batch_signal("))
+    if (!text || !std::strstr(text, ".entry uxn_copy_batch(") || !std::strstr(text, ".entry uxn_copy_batch_signal(") ||
+        !std::strstr(text, ".entry uxn_copy_one_signal("))
         return CUDA_ERROR_NO_BINARY_FOR_GPU;
     (void)device_sync(c->device);  // a module load may wait for the device's queued work
     *m = reinterpret_cast<CUmodule>(new Module(c->device));
@@ -1409,6 +1412,8 @@ UXN_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *n
         *f = reinterpret_cast<CUfunction>(&mod->plain);
     else if (std::strcmp(name, kSignalKernel) == 0)
         *f = reinterpret_cast<CUfunction>(&mod->signal);
+    else if (std::strcmp(name, kOneKernel) == 0)
+        *f = reinterpret_cast<CUfunction>(&mod->one);
     else
         return CUDA_ERROR_NOT_FOUND;
     return CUDA_SUCCESS;
@@ -1421,7 +1426,7 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
         return CUDA_ERROR_INVALID_VALUE;
     const Function *fn = reinterpret_cast<Function *>(f);
     const int dev = fn->module->device;
-    if (fn->signal && !params[1]) return CUDA_ERROR_INVALID_VALUE;
+    if ((fn->signal && !params[1]) || (fn->one && gy != 1)) return CUDA_ERROR_INVALID_VALUE;
     Ctx *c = current_ctx();
     if (!c || c->device != dev) return CUDA_ERROR_INVALID_CONTEXT;
     for (int n = g_fail_launches.load(); n > 0;)

@@ -14,6 +14,8 @@
 //   STREAM <bytes> <window> <copy_on_stream min> <max> <putmem_on_stream min> <max>
 //          <putmem_on_stream min / copy_on_stream min> <copies_on_stream min> <max>
 //          <putmem_on_stream min / copies_on_stream min>
+//          <copy_on_stream call, us> <putmem_on_stream call, us>
+// (the last two: the host's time per call, issuing the window, before the synchronize; min)
 // A ratio above 1 means the library finished the window sooner. The completions of the
 // library's copies run at the next progress (they are not part of the time).
 //
@@ -121,12 +123,14 @@ int main(int argc, char **argv) {
                 for (std::size_t n = min_size; n <= max_size; n *= 2) {
                     const std::size_t slots = std::max<std::size_t>(1, span / n);
                     auto off = [&](std::size_t k) { return (k % slots) * n; };
+                    stats hc, vc;  // the calls alone
                     auto run_heap = [&] {
                         const double t0 = now();
                         for (std::size_t k = 0; k < w; k++)
                             heap.copy_on_stream(s, lsrc + static_cast<std::ptrdiff_t>(off(k)),
                                                 rdst + static_cast<std::ptrdiff_t>(off(k)), n,
                                                 upcxx::operation_cx::as_lpc(upcxx::current_persona(), [] {}));
+                        hc.add((now() - t0) / static_cast<double>(w));
                         cudaStreamSynchronize(s);
                         const double t = now() - t0;
                         upcxx::progress();  // the copies' completions, outside the time
@@ -148,6 +152,7 @@ int main(int argc, char **argv) {
                         const double t0 = now();
                         for (std::size_t k = 0; k < w; k++)
                             nvshmemx_putmem_on_stream(dst + off(k), src + off(k), n, next, s);
+                        vc.add((now() - t0) / static_cast<double>(w));
                         nvshmemx_quiet_on_stream(s);
                         cudaStreamSynchronize(s);
                         return now() - t0;
@@ -161,9 +166,9 @@ int main(int argc, char **argv) {
                             v.add(run_nvshmem());
                             b.add(run_batch());
                         }
-                        std::printf("STREAM %zu %zu %.2f %.2f %.2f %.2f %.3f %.2f %.2f %.3f\n", n, w, h.lo * 1e6,
-                                    h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo, b.lo * 1e6, b.hi * 1e6,
-                                    v.lo / b.lo);
+                        std::printf("STREAM %zu %zu %.2f %.2f %.2f %.2f %.3f %.2f %.2f %.3f %.3f %.3f\n", n, w,
+                                    h.lo * 1e6, h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo, b.lo * 1e6, b.hi * 1e6,
+                                    v.lo / b.lo, hc.lo * 1e6, vc.lo * 1e6);
                         std::fflush(stdout);
                     }
                     upcxx::barrier();
