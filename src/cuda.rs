@@ -155,9 +155,10 @@ pub const BATCH_MAX: usize = 128;
 /// Threads per block of the batch kernel; each block moves 16 bytes per thread per step.
 const BATCH_THREADS: u32 = 256;
 /// A descriptor's bytes per block of the x dimension (one 16-byte step per thread), and the most
-/// blocks one descriptor gets: a lone 256 KiB copy is 64 blocks.
+/// blocks one descriptor gets: a lone 256 KiB copy is 64 blocks, one of 2 MiB or more 512 (each
+/// thread then keeps four 16-byte loads in flight).
 const BATCH_BYTES_PER_BLOCK: usize = BATCH_THREADS as usize * 16;
-const BATCH_MAX_BLOCKS: usize = 64;
+const BATCH_MAX_BLOCKS: usize = 512;
 
 /// One copy of a batch: `bytes` from device address `src` to device address `dst`.
 #[repr(C)]

@@ -25,33 +25,44 @@ struct uxn_signal {
 };
 
 __device__ void uxn_copy_share(const uxn_copy_desc d) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t threads = (size_t)gridDim.x * blockDim.x;
+    const size_t me = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t done = 0;
     if ((((uintptr_t)d.src | (uintptr_t)d.dst) & 15) == 0) {
         const size_t n16 = d.bytes / 16;
         const int4 *s = (const int4 *)d.src;
         int4 *t = (int4 *)d.dst;
-        for (size_t i = first; i < n16; i += stride) t[i] = s[i];
+        size_t i = me;
+        for (; i + 3 * threads < n16; i += 4 * threads) {  // four loads in flight, then their stores
+            const int4 a = s[i], b = s[i + threads], c = s[i + 2 * threads], e = s[i + 3 * threads];
+            t[i] = a;
+            t[i + threads] = b;
+            t[i + 2 * threads] = c;
+            t[i + 3 * threads] = e;
+        }
+        for (; i < n16; i += threads) t[i] = s[i];
         done = n16 * 16;
     }
-    for (size_t i = done + first; i < d.bytes; i += stride) d.dst[i] = d.src[i];
+    for (size_t i = done + me; i < d.bytes; i += threads) d.dst[i] = d.src[i];
 }
 
 extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) { uxn_copy_share(b.d[blockIdx.y]); }
 
 // The launch's completion word, after the copies of every block: each block's stores are made
 // visible to the system before it counts itself done (a fence by one thread after the block's
-// barrier); the last block to count resets the counter and stores the value.
+// barrier); the last block to count resets the counter and stores the value (a lone block stores
+// it without counting).
 __device__ void uxn_signal_done(const uxn_signal sig) {
     __syncthreads();
     if (threadIdx.x != 0) return;
     __threadfence_system();
-    if (atomicAdd(sig.counter, 1u) == gridDim.x * gridDim.y - 1) {
+    const unsigned blocks = gridDim.x * gridDim.y;
+    if (blocks > 1) {  // one block: no other to wait for
+        if (atomicAdd(sig.counter, 1u) != blocks - 1) return;
         *sig.counter = 0;
         __threadfence_system();
-        *(volatile unsigned int *)sig.word = sig.value;
     }
+    *(volatile unsigned int *)sig.word = sig.value;
 }
 
 // The same copies, then the completion word (copies on a caller's stream and their completion in
