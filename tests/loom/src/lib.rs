@@ -28,7 +28,7 @@ pub mod table {
 /// `crate::fail!`, as the library re-exports it at its root.
 pub(crate) use error::fail;
 
-/// src/engine/core.rs: the copy engine's protocol, generic over its GPU (the model's in
+/// src/engine/core/: the copy engine's protocol, generic over its GPU (the model's in
 /// tests/engine_model.rs).
-#[path = "../../../src/engine/core.rs"]
+#[path = "../../../src/engine/core/mod.rs"]
 pub mod engine_core;

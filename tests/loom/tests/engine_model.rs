@@ -1,4 +1,4 @@
-//! The copy engine's protocol (src/engine/core.rs) under loom, over a model GPU: a thread that
+//! The copy engine's protocol (src/engine/core/) under loom, over a model GPU: a thread that
 //! runs each stream's work in order (a copy, a batch launch, a wait for an event), events that
 //! complete when the work before them has run, and a record of which copies ran, in which order.
 //! Every interleaving of the host threads and the GPU (up to the preemption bound) must keep the
