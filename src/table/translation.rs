@@ -467,13 +467,6 @@ impl Table {
         self.current.0.store(new, Ordering::Release);
         // SAFETY: `new` is live (kept in `published`); its span is immutable from here on.
         self.span.0.store(unsafe { &raw mut (*new).snapshot.mapped }, Ordering::Release);
-        // The bug the loom model must catch (`tests/loom/`, `--cfg uxn_loom_bug`): freeing the
-        // snapshot just replaced, which a reader may still be translating from.
-        #[cfg(uxn_loom_bug)]
-        if let Some(i) = m.published.iter().position(|&p| p == old) {
-            m.published.swap_remove(i);
-            m.free(old);
-        }
         Ok(r)
     }
 

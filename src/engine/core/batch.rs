@@ -6,7 +6,7 @@
 
 use super::gpu::*;
 use super::marks::Failure;
-use super::{CopyTicket, Engine, State, closed_error, planted};
+use super::{CopyTicket, Engine, State, closed_error};
 use crate::error::{Error, Result, Status};
 #[cfg(loom)]
 use loom::sync::atomic::Ordering;
@@ -53,7 +53,7 @@ impl<G: Gpu> Engine<G> {
             }
             return Ok(seq); // the mark comes with the batch, at the first poll that asks
         }
-        if e == SUCCESS && !planted::on(planted::UNBATCHED_PASSES_BATCH) {
+        if e == SUCCESS {
             self.flush(&mut st);
         }
         if e == SUCCESS && r.flags & AFTER_STREAM != 0 {

@@ -5,7 +5,7 @@
 //! before it, and no others.
 
 use super::gpu::*;
-use super::{Engine, State, planted};
+use super::{Engine, State};
 use std::collections::VecDeque;
 
 /// An event recorded after copy `through`.
@@ -44,18 +44,12 @@ impl<G: Gpu> Engine<G> {
     /// Under the lock: an event after every copy issued so far; where none can be recorded the
     /// host waits for the stream instead (the copies are issued: they complete regardless).
     pub(super) fn record_mark(&self, st: &mut State) {
-        let late = planted::on(planted::MARK_BEFORE_LAUNCH);
-        if !late {
-            self.flush(st);
-        }
+        self.flush(st);
         let s = st.batch.stream.unwrap_or(0);
         if let Some(ev) = self.pooled_event(st) {
             if self.gpu.event_record(ev, s, Some(self.device)).is_ok() {
                 let through = st.batch.issued;
                 st.marks.pending.push_back(Mark { event: ev, through });
-                if late {
-                    self.flush(st);
-                }
                 return;
             }
             self.gpu.event_destroy(ev); // its state is unknown: not back to the pool
@@ -89,9 +83,6 @@ impl<G: Gpu> Engine<G> {
             }
         }
         st.marks.landed = through;
-        if planted::on(planted::NEWER_MARK_LANDS) {
-            st.marks.landed = st.marks.pending.back().map_or(through, |m| m.through.max(through));
-        }
     }
 
     pub(super) fn retire_marks(&self, st: &mut State) {

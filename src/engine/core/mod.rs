@@ -42,34 +42,6 @@ mod words;
 
 pub use gpu::*;
 
-/// The loom model's planted bugs (`tests/loom/tests/engine_model.rs`): under `--cfg loom` a test
-/// turns one on and the model must catch it; in the library none is ever on.
-pub mod planted {
-    /// A copy that is not batched goes on the stream before the pending batch.
-    pub const UNBATCHED_PASSES_BATCH: u8 = 1;
-    /// A mark is recorded before the batch it covers is launched.
-    pub const MARK_BEFORE_LAUNCH: u8 = 2;
-    /// The older of two marks landing lands the newer mark's copies too.
-    pub const NEWER_MARK_LANDS: u8 = 3;
-    /// drain() releases the stream without waiting for the copies on it.
-    pub const DRAIN_BEFORE_IDLE: u8 = 4;
-    /// The engine issues copies in a fork() child.
-    pub const FORK_UNCHECKED: u8 = 5;
-
-    /// The bug the model turned on (0: none).
-    #[cfg(loom)]
-    pub static BUG: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-    #[cfg(loom)]
-    pub fn on(bug: u8) -> bool {
-        BUG.load(std::sync::atomic::Ordering::Relaxed) == bug
-    }
-    #[cfg(not(loom))]
-    #[inline(always)]
-    pub fn on(_: u8) -> bool {
-        false
-    }
-}
-
 /// A copy on the engine's stream: its sequence number (1, 2, ...).
 pub type CopyTicket = u64;
 /// A copy or a wait on a caller's stream: [`CALLER_TICKET`] set.
@@ -138,7 +110,7 @@ impl<G: Gpu> Engine<G> {
     }
 
     fn refuse_forked(&self) -> Result<()> {
-        if self.forked() && !planted::on(planted::FORK_UNCHECKED) {
+        if self.forked() {
             return Err(Error::new(
                 Status::Forked,
                 "this process is a fork() child of the one that made the engine; CUDA does not survive fork(), so nothing was done",
@@ -364,9 +336,7 @@ impl<G: Gpu> Engine<G> {
         }
         self.wait_watched(&mut st);
         let Some(stream) = st.batch.stream else { return 0 };
-        if !planted::on(planted::DRAIN_BEFORE_IDLE) {
-            self.settle_by_marks(&mut st);
-        }
+        self.settle_by_marks(&mut st);
         for e in std::mem::take(&mut st.marks.events) {
             self.gpu.event_destroy(e);
         }

@@ -12,8 +12,8 @@
 //!   runs once the ticket is done, by whichever host thread, and its ticket and an after()
 //!   behind it land; drain() releases a ticket nothing will mark done instead of hanging.
 //!
-//! tests/engine_bugs.rs turns on each of the engine's planted bugs (`engine_core::planted`) and
-//! checks that these scenarios catch it.
+//! The bugs these scenarios must catch come from cargo-mutants (docs/testing.md): the engine's
+//! source has no bug switch.
 
 pub mod engine_sim;
 
