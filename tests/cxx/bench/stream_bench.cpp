@@ -28,7 +28,7 @@
 // and makes progress until it is ready, counting what it spends inside the library (the call and
 // each upcxx::progress()) against the copy's time:
 //   AFTER <bytes> <stream time us> <cudaStreamSynchronize blocked us> <after() call us>
-//         <progress us until ready> <host time freed, %>
+//         <progress us until ready> <host time freed, %> <progress() calls> <us per progress() call>
 //
 //   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456] [-a 1000]
 //
@@ -197,18 +197,21 @@ int main(int argc, char **argv) {
                     upcxx::future<> f = heap.after(s);
                     const double call = now() - t1;
                     double in_progress = 0;
+                    long calls = 0;
                     while (!is_ready(f)) {
                         const double p0 = now();
                         upcxx::progress();
                         in_progress += now() - p0;
+                        calls++;
                         // The host's own work would go here: spin briefly between polls.
                         for (const double until = now() + 2e-6; now() < until;) {
                         }
                     }
                     const double total = now() - t1;
                     if (r >= warm)
-                        std::printf("AFTER %zu %.1f %.1f %.2f %.1f %.1f\n", big, total * 1e6, blocked * 1e6, call * 1e6,
-                                    in_progress * 1e6, 100.0 * (1.0 - (call + in_progress) / total));
+                        std::printf("AFTER %zu %.1f %.1f %.2f %.1f %.1f %ld %.2f\n", big, total * 1e6, blocked * 1e6,
+                                    call * 1e6, in_progress * 1e6, 100.0 * (1.0 - (call + in_progress) / total), calls,
+                                    calls ? in_progress * 1e6 / static_cast<double>(calls) : 0.0);
                 }
                 heap.check_copies();
             }
