@@ -56,26 +56,6 @@ namespace detail {
 template <class Fn>
 void queue_internal(upcxx::persona &p, Fn &&fn);
 
-#if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
-/// Test hooks, compiled in only with -DUPCXX_EXTRA_NVSHMEM_TEST_HOOKS: a stand-in for a real
-/// asynchronous CUDA failure of a copy, which cannot be provoked on a GPU without breaking the
-/// context.
-struct test_hooks {
-    static std::atomic<int> &failing() {
-        static std::atomic<int> n{0};
-        return n;
-    }
-    /// The next `n` fast copies are not issued, and report cudaErrorUnknown when they land.
-    static void fail_fast_copies(int n) { failing().store(n); }
-    static bool take_failure() {
-        int n = failing().load();
-        while (n > 0)
-            if (failing().compare_exchange_weak(n, n - 1)) return true;
-        return false;
-    }
-};
-#endif
-
 /// The error of every heap call that needs the heap's UPC++ or CUDA objects, in a fork() child of
 /// the process that made the heap: the engine's status for it (FORKED), errc forked.
 inline nvshmem_error forked_error(const char *fn) {
@@ -256,9 +236,6 @@ public:
             flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_AFTER_STREAM);
         c.flags = flags;
         c.stream = order.stream;
-#if defined(UPCXX_EXTRA_NVSHMEM_TEST_HOOKS)
-        if (test_hooks::take_failure()) c.flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE);
-#endif
         std::uint64_t t = 0;
         const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_.get(), &c, &t);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);

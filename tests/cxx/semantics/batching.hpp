@@ -105,7 +105,7 @@ static void f16_batching(nvshmem_heap &heap, unsigned char *a, unsigned char *b)
 // The stand-in's failure control `name` (standin_control.h) when batched fast copies run here;
 // else nullptr, and group `group` says it is skipped.
 static standin_fail_fn batched_standin_control(const char *group, const char *name) {
-    const auto fn = reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, name));
+    const standin_fail_fn fn = standin_fail_control(name);
     const char *knob = std::getenv("UPCXX_EXTRA_NVSHMEM_COPY");
     if (fn && mapped && !forced && !(knob && std::string(knob) == "unbatched")) return fn;
     skip(group, "needs the CUDA stand-in's failure controls and batched fast copies");

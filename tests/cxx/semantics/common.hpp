@@ -4,9 +4,6 @@
 #ifndef UXN_SEMANTICS_COMMON_HPP
 #define UXN_SEMANTICS_COMMON_HPP
 
-#define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
-#define UPCXX_EXTRA_NVSHMEM_TEST_HOOKS 1  // upcxx::extra::detail::test_hooks::fail_fast_copies
-
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nvshmem.h>
@@ -38,7 +35,6 @@ using copy_test::ready;
 using copy_test::skip;
 using copy_test::wait_for;
 using upcxx::extra::nvshmem_heap;
-using standin_fail_fn = int (*)(int);  // uxn_standin_fail_next_copies / _launches (standin_control.h)
 using dptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::cuda_device>;
 using aptr = upcxx::global_ptr<unsigned char, upcxx::memory_kind::any>;
 using hptr = upcxx::global_ptr<unsigned char>;
@@ -71,6 +67,18 @@ static nvshmem_heap *g_heap = nullptr;
 static int me, nranks, next, prev, gpu;
 static bool mapped = false;  // NVSHMEM maps the next PE's heap here: fast copies between the PEs
 static bool forced = false;  // UPCXX_EXTRA_NVSHMEM_COPY=upcxx or the public-API mode: every copy falls back
+
+// The CUDA stand-in's failure control `name` (standin_control.h): uxn_standin_fail_next_copies(n),
+// the next n asynchronous copies enqueued in this process (a batch kernel's launch is one, and fails
+// all of its copies) move no bytes and fail asynchronously (reported by an event or a synchronize, or
+// as a context fault by cuStreamQuery after a stream write); uxn_standin_fail_next_launches(n), the
+// next n batch kernel launches are refused at the call. nullptr on a real GPU, where a copy cannot be
+// failed safely: the checks that need it are skipped there, saying so. The library has no switch of
+// its own for this (nothing test-only ships, issue 52).
+using standin_fail_fn = int (*)(int);
+static standin_fail_fn standin_fail_control(const char *name) {
+    return reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, name));
+}
 
 static const char *sz(std::size_t n) { return n >= MiB ? "64 MiB" : "4 KiB"; }
 

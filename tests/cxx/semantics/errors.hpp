@@ -3,12 +3,15 @@
 // Part of copy_semantics_test.cpp, which includes every file of semantics/ into one translation unit
 // (one compile of UPC++ and the layer) and runs the groups; the helpers are common.hpp's.
 //
-//   F4 (test hook) a fast copy that "fails" when it completes (fail_fast_copies: the copy reports
-//      a CUDA error and moves NO bytes; a real asynchronous CUDA failure cannot be provoked
-//      safely, this stands in for one): its future becomes ready only once the bytes are right
-//      (redone through upcxx::copy); check_copies() throws CUDA_ERROR naming it (its byte count)
-//      once; copies issued afterwards (and, par, concurrently from another thread) do not throw.
-//   F12 a fast copy that fails after it was issued (test hook), destroy() called at once:
+//   F4 (stand-in) a fast copy that CUDA fails when it runs (the CUDA stand-in's
+//      uxn_standin_fail_next_copies: the copy, or the batch kernel's launch holding it, moves NO
+//      bytes and reports an error asynchronously; a real asynchronous CUDA failure cannot be
+//      provoked safely on a GPU, where this is skipped): its future becomes ready only once the
+//      bytes are right (redone through upcxx::copy); check_copies() throws CUDA_ERROR naming it
+//      (its byte count) once; copies issued afterwards (and, par, concurrently from another thread)
+//      do not throw. One initiator at a time (the stand-in counts failures per process, and another
+//      rank's upcxx::copy served here must not take one).
+//   F12 (stand-in) a fast copy that fails after it was issued, destroy() called at once:
 //      destroy() waits for its redo through upcxx::copy; the target's bytes are right when
 //      destroy() returns there. Naive: the redo left in flight while the segment goes (SIGSEGV).
 //      (par) The same copy issued by a thread that never makes progress again: it cannot be
@@ -28,13 +31,105 @@
 
 #include "common.hpp"
 
-// F4: a fast copy failing when it completes (test hook).
+// F4 for one initiator (this rank): its copy of n bytes to the next rank fails when it runs.
+static void f4_one_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b, dptr ga, dptr gb_next,
+                               const unsigned char *peer_b, std::size_t n, int salt, const char *what,
+                               standin_fail_fn fail_copies) {
+    try {
+        heap.check_copies();  // nothing pending
+    } catch (const std::exception &e) {
+        check("F4.failed_copy", false, "check_copies() before the test: %s", e.what());
+    }
+    fail_copies(1);  // this copy (or its batch's launch) is the next one enqueued in this process
+    upcxx::future<> f;
+    try {
+        f = heap.copy(ga, gb_next, n);
+    } catch (const std::exception &e) {
+        fail_copies(0);
+        check("F4.failed_copy", false, "%s: copy() threw: %s", what, e.what());
+        return;
+    }
+#if UPCXX_THREADMODE
+    // Another thread copies meanwhile: none of its copies throws, its bytes are right (a copy of
+    // it that joined the failed copy's batch failed with it and is redone too).
+    std::atomic<int> thread_errors{0};
+    std::thread other([&] {
+        cudaSetDevice(gpu);
+        const dptr src = heap.to_global_ptr(a + n), dst = heap.to_global_ptr(b + n);
+        for (int k = 0; k < 16; k++) {
+            try {
+                if (!wait_for(heap.copy(src, dst, 4096), 30)) thread_errors++;
+            } catch (...) {
+                thread_errors++;
+            }
+        }
+    });
+#endif
+    bool ok = waited("F4.failed_copy", f, what);
+    const long wrong_when_ready = peer_b ? count_wrong(peer_b, n, me, salt) : 0;
+    const int unused = fail_copies(0);
+    check("F4.failed_copy", ok && wrong_when_ready == 0 && unused == 0,
+          "%s: the stand-in failed it (%d injected failure(s) unused), its future became ready with the bytes right "
+          "(%ld wrong then)",
+          what, unused, wrong_when_ready);
+#if UPCXX_THREADMODE
+    other.join();
+    check("F4.concurrent", thread_errors == 0, "%s: 16 copies from another thread meanwhile: %d threw or timed out",
+          what, thread_errors.load());
+#endif
+    std::string msg;
+    bool thrown = false;
+    try {
+        heap.check_copies();
+    } catch (const heap_error &e) {
+        thrown = true;
+        msg = e.what();
+        check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
+              "%s: check_copies() throws CUDA_ERROR: %s", what, e.what());
+        check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda,
+              "%s: its errc() is nvshmem_errc::cuda (%d)", what, static_cast<int>(e.errc()));
+    }
+    if (!thrown) check("F4.check_copies", false, "%s: check_copies() did not throw", what);
+    if (thrown)
+        check("F4.check_copies_names_it", msg.find(std::to_string(n)) != std::string::npos,
+              "%s: the message names the failed copy by its %zu bytes: %s", what, n, msg.c_str());
+    bool again = false;
+    try {
+        heap.check_copies();
+    } catch (...) {
+        again = true;
+    }
+    check("F4.check_copies_once", !again, "%s: a second check_copies() does not throw", what);
+    // Afterwards: a small copy works, does not throw, and check_copies() stays quiet.
+    bool later_ok = false;
+    try {
+        // A region no other copy writes: [cap - small, cap) of my a and b.
+        fill(a + cap - small, small, me, salt + 1000);
+        later_ok =
+            wait_for(heap.copy(heap.to_global_ptr(a + cap - small), heap.to_global_ptr(b + cap - small), small), 30) &&
+            count_wrong(b + cap - small, small, me, salt + 1000) == 0;
+        heap.check_copies();
+    } catch (const std::exception &e) {
+        later_ok = false;
+        check("F4.afterwards", false, "%s: a copy afterwards threw: %s", what, e.what());
+    }
+    check("F4.afterwards", later_ok, "%s: a copy afterwards works and check_copies() stays quiet", what);
+}
+
+// F4: a fast copy failing when it runs (the CUDA stand-in).
 static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
-    // fail_fast_copies(n): the next n fast copies report a CUDA error when they complete and move
-    // no bytes. It stands in for an asynchronous CUDA failure (an ECC error, a peer lost), which a
-    // test cannot provoke safely.
+    // fail_copies(n): the next n copies enqueued in this process (a batch's launch is one) move no
+    // bytes and report a CUDA error asynchronously, as an ECC error or a lost peer would; a test
+    // cannot provoke one safely on a GPU.
     int salt = 40;
     const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
+    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
+    if (!fail_copies) {
+        skip("F4",
+             "runs on the CUDA stand-in only: it fails a copy asynchronously through the stand-in's "
+             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
+        return;
+    }
     if (!mapped || forced) {
         skip("F4",
              "the fast path is not taken here (NVSHMEM does not map the next PE, UPCXX_EXTRA_NVSHMEM_COPY=upcxx, or "
@@ -44,95 +139,25 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
     for (std::size_t n : {small, big}) {
         const dptr ga = heap.to_global_ptr(a), gb_next = heap.to_global_ptr(b, next);
         char what[64];
-        std::snprintf(what, sizeof what, "%s copy failing on completion", sz(n));
+        std::snprintf(what, sizeof what, "%s copy failing when it runs", sz(n));
         prepare(a, b, n, ++salt);
-        try {
-            heap.check_copies();  // nothing pending
-        } catch (const std::exception &e) {
-            check("F4.failed_copy", false, "check_copies() before the test: %s", e.what());
+        for (int initiator = 0; initiator < nranks; initiator++) {
+            if (me == initiator) f4_one_failed_copy(heap, a, b, ga, gb_next, peer_b, n, salt, what, fail_copies);
+            barrier();  // the others make progress here: they serve the initiator's redo
         }
-        upcxx::extra::detail::test_hooks::fail_fast_copies(1);
-        upcxx::future<> f;
-        bool threw = false;
-        try {
-            f = heap.copy(ga, gb_next, n);
-        } catch (const std::exception &e) {
-            threw = true;
-            check("F4.failed_copy", false, "%s: copy() threw: %s", what, e.what());
-        }
-        if (threw) {
-            barrier();
-            continue;
-        }
-#if UPCXX_THREADMODE
-        // Another thread copies meanwhile: none of its copies throws, its bytes are right.
-        std::atomic<int> thread_errors{0};
-        std::thread other([&] {
-            cudaSetDevice(gpu);
-            const dptr src = heap.to_global_ptr(a + n), dst = heap.to_global_ptr(b + n);
-            for (int k = 0; k < 16; k++) {
-                try {
-                    if (!wait_for(heap.copy(src, dst, 4096), 30)) thread_errors++;
-                } catch (...) {
-                    thread_errors++;
-                }
-            }
-        });
-#endif
-        bool ok = waited("F4.failed_copy", f, what);
-        const long wrong_when_ready = peer_b ? count_wrong(peer_b, n, me, salt) : 0;
-        check("F4.failed_copy", ok && wrong_when_ready == 0,
-              "%s: its future became ready with the bytes right (%ld wrong then)", what, wrong_when_ready);
-#if UPCXX_THREADMODE
-        other.join();
-        check("F4.concurrent", thread_errors == 0, "%s: 16 copies from another thread meanwhile: %d threw or timed out",
-              what, thread_errors.load());
-#endif
-        std::string msg;
-        bool thrown = false;
-        try {
-            heap.check_copies();
-        } catch (const heap_error &e) {
-            thrown = true;
-            msg = e.what();
-            check("F4.check_copies", e.status() == UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR,
-                  "%s: check_copies() throws CUDA_ERROR: %s", what, e.what());
-            check("F4.check_copies_errc", e.errc() == upcxx::extra::nvshmem_errc::cuda,
-                  "%s: its errc() is nvshmem_errc::cuda (%d)", what, static_cast<int>(e.errc()));
-        }
-        if (!thrown) check("F4.check_copies", false, "%s: check_copies() did not throw", what);
-        if (thrown)
-            check("F4.check_copies_names_it", msg.find(std::to_string(n)) != std::string::npos,
-                  "%s: the message names the failed copy by its %zu bytes", what, n);
-        bool again = false;
-        try {
-            heap.check_copies();
-        } catch (...) {
-            again = true;
-        }
-        check("F4.check_copies_once", !again, "%s: a second check_copies() does not throw", what);
-        // Afterwards: a small copy works, does not throw, and check_copies() stays quiet.
-        bool later_ok = false;
-        try {
-            // A region no other copy writes: [cap - small, cap) of my a and b.
-            fill(a + cap - small, small, me, ++salt);
-            later_ok =
-                wait_for(heap.copy(heap.to_global_ptr(a + cap - small), heap.to_global_ptr(b + cap - small), small),
-                         30) &&
-                count_wrong(b + cap - small, small, me, salt) == 0;
-            heap.check_copies();
-        } catch (const std::exception &e) {
-            later_ok = false;
-            check("F4.afterwards", false, "%s: a copy afterwards threw: %s", what, e.what());
-        }
-        check("F4.afterwards", later_ok, "%s: a copy afterwards works and check_copies() stays quiet", what);
-        barrier();
     }
 }
 
 // =================================================================================================
 // F12: destroy() waits for the redo of a fast copy that failed after it was issued.
 static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
+    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
+    if (!fail_copies) {
+        skip("F12",
+             "runs on the CUDA stand-in only: it fails a copy asynchronously through the stand-in's "
+             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
+        return;
+    }
     if (!mapped || forced) {
         skip("F12", "the fast path is not taken here");
         return;
@@ -144,7 +169,7 @@ static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
         prepare(a, b, big, salt);
         upcxx::future<> f;
         if (me == 0) {
-            upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+            fail_copies(1);  // the copy's cuMemcpyAsync, enqueued in the call
             f = heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), big);
         }
         std::string err;
@@ -162,7 +187,11 @@ static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
                   "destroy() returned",
                   wrong);
         }
-        if (me == 0) check("F12.future", wait_for(f, 30), "the failed copy's future became ready");
+        if (me == 0) {
+            const int unused = fail_copies(0);
+            check("F12.future", wait_for(f, 30) && unused == 0,
+                  "the failed copy's future became ready (%d injected failure(s) unused)", unused);
+        }
         barrier();
     }
 #if UPCXX_THREADMODE
@@ -173,7 +202,7 @@ static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
         if (me == 0) {
             std::thread t([&] {
                 cudaSetDevice(gpu);
-                upcxx::extra::detail::test_hooks::fail_fast_copies(1);
+                fail_copies(1);  // the launch of the batch holding it, at the drain
                 (void)heap.copy(heap.to_global_ptr(a), heap.to_global_ptr(b, 1), small);
             });
             t.join();  // its persona never makes progress again: the copy cannot be redone
@@ -187,6 +216,10 @@ static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
             err = e.what();
         }
         g_heap = nullptr;
+        if (me == 0) {
+            const int unused = fail_copies(0);
+            check("F12.injected", unused == 0, "the thread's copy was failed by the stand-in (%d unused)", unused);
+        }
         check("F12.unredone_reported", cuda,
               "destroy() with a failed copy that can no longer be redone throws errc cuda on every rank: %s",
               err.c_str());
@@ -241,7 +274,7 @@ static void f17_bad_knobs() {
 // F27: a remote-completion copy that fails twice (the engine's reissue too) is redone at user level.
 static void f27_rpc_copy_failing_twice(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
 #if COPY_HAS_REMOTE_CX
-    const auto fail_copies = reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
     if (!fail_copies || !mapped || forced)
         return skip("F27", "needs the CUDA stand-in's failure control and the fast path");
     try {

@@ -23,8 +23,9 @@
 //   F24 graph capture: copy_on_stream and after() on a stream being captured throw errc
 //      stream_capture, nothing captured is left behind, the capture ends cleanly. Naive: an event
 //      recorded into the graph and polled for ever.
-//   F25 a copy_on_stream that fails after it was issued (test hook): its completion still means
-//      the bytes landed (redone), check_copies() names copy_on_stream once.
+//   F25 (stand-in) a copy_on_stream that fails after it was issued (uxn_standin_fail_next_copies;
+//      skipped on a GPU): its completion still means the bytes landed (redone), check_copies()
+//      names copy_on_stream once.
 #ifndef UXN_SEMANTICS_STREAMS_HPP
 #define UXN_SEMANTICS_STREAMS_HPP
 
@@ -335,7 +336,7 @@ static void f23_after(nvshmem_heap &heap) {
           "as_eager_future and as_defer_future become ready");
 #endif
     // A CUDA error of the stream's work (stand-in): after() is ready, check_copies() says so.
-    const auto fail_copies = reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
+    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
     if (fail_copies) {
         std::vector<unsigned char> x(64), y(64);
         try {
@@ -412,6 +413,13 @@ static void f24_capture(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
 }
 
 static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
+    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
+    if (!fail_copies) {
+        skip("F25",
+             "runs on the CUDA stand-in only: it fails a copy_on_stream asynchronously through the stand-in's "
+             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
+        return;
+    }
     if (!mapped || forced) {
         skip("F25", "the fast path is not taken here");
         return;
@@ -422,9 +430,9 @@ static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigne
     }
     const int salt = 250;
     prepare(a + so_off, b + so_off, so_n, salt);
-    upcxx::extra::detail::test_hooks::fail_fast_copies(1);
     cudaStream_t s = nullptr;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    fail_copies(1);  // the copy_on_stream's copy (its launch or cuMemcpyAsync on s), enqueued in the call
     const bool done = waited(
         "F25.redone", heap.copy_on_stream(s, heap.to_global_ptr(a + so_off), heap.to_global_ptr(b + so_off), so_n),
         "a failed copy_on_stream");
@@ -434,10 +442,13 @@ static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigne
     } catch (const heap_error &e) {
         said = e.what();
     }
+    const int unused = fail_copies(0);
     check("F25.redone",
-          done && count_wrong(b + so_off, so_n, me, salt) == 0 && said.find("copy_on_stream") != std::string::npos,
-          "a copy_on_stream CUDA failed: bytes right once complete (%ld wrong), check_copies(): %s",
-          count_wrong(b + so_off, so_n, me, salt), said.empty() ? "(nothing)" : said.c_str());
+          done && unused == 0 && count_wrong(b + so_off, so_n, me, salt) == 0 &&
+              said.find("copy_on_stream") != std::string::npos,
+          "a copy_on_stream CUDA failed (%d injected failure(s) unused): bytes right once complete (%ld wrong), "
+          "check_copies(): %s",
+          unused, count_wrong(b + so_off, so_n, me, salt), said.empty() ? "(nothing)" : said.c_str());
     cudaStreamDestroy(s);
     barrier();
 }
