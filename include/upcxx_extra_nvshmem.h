@@ -193,11 +193,6 @@ typedef enum upcxx_extra_nvshmem_engine_flag_t {
    * `stream` itself when `stream` belongs to the engine's device). Not with AFTER_STREAM.
    */
   UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_ON_STREAM = 4,
-  /**
-   * Testing: the copy is not issued, and its ticket reports `CUDA_ERROR_UNKNOWN` (999) when it
-   * lands (a stand-in for an asynchronous CUDA failure, which a GPU cannot be made to give).
-   */
-  UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_INJECT_FAILURE = 8,
 } upcxx_extra_nvshmem_engine_flag_t;
 
 /**
@@ -549,8 +544,9 @@ void upcxx_extra_nvshmem_engine_free(struct upcxx_extra_nvshmem_engine_t *e);
  * the copy runs on the engine's stream (or the caller's, ON_STREAM) after the copies before it.
  *
  * Statuses: OK; NULL_ARGUMENT (`engine`, `copy`, `ticket`, or an end of a copy of > 0 bytes);
- * INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM); CUDA_ERROR (the driver refused the copy:
- * nothing was copied; the last error names the bytes, the ranks and the driver's error);
+ * INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM, or a flag bit no
+ * `upcxx_extra_nvshmem_engine_flag_t` names); CUDA_ERROR (the driver refused the copy: nothing
+ * was copied; the last error names the bytes, the ranks and the driver's error);
  * STREAM_CAPTURE (ON_STREAM or AFTER_STREAM on a stream being captured into a CUDA graph);
  * ENGINE_CLOSED; FORKED. On an error there is no ticket. Thread safety: any thread.
  */
@@ -569,9 +565,10 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_copy(const struct u
  * AFTER_STREAM flags.
  *
  * Statuses: OK; NULL_ARGUMENT (`engine`, `ticket`, `copies` with `n` > 0, or an end of a copy
- * of > 0 bytes: nothing issued); STREAM_CAPTURE; CUDA_ERROR (the driver refused a copy: those
- * before it were issued and the host waited for them, none after it; no ticket);
- * ENGINE_CLOSED; FORKED. Thread safety: any thread.
+ * of > 0 bytes: nothing issued); INVALID_ARGUMENT (a copy's flags carry a bit no
+ * `upcxx_extra_nvshmem_engine_flag_t` names: nothing issued); STREAM_CAPTURE; CUDA_ERROR (the
+ * driver refused a copy: those before it were issued and the host waited for them, none after
+ * it; no ticket); ENGINE_CLOSED; FORKED. Thread safety: any thread.
  */
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_copy_on_stream_batch(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                                   void *stream,

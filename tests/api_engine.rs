@@ -188,6 +188,38 @@ fn statuses_of_the_engine_have_names() {
     }
 }
 
+/// A copy whose flags carry a bit no `upcxx_extra_nvshmem_engine_flag_t` names is refused
+/// (INVALID_ARGUMENT, the message naming the bits), by engine_copy and by
+/// engine_copy_on_stream_batch: nothing issued, no ticket written. The header names no test-only
+/// flag (failures are injected through the CUDA stand-in, issue 52).
+#[test]
+fn copy_flags_with_unknown_bits_are_refused() {
+    let header = include_str!("../include/upcxx_extra_nvshmem.h");
+    assert!(!header.contains("INJECT_FAILURE"), "the header names a test-only flag");
+    let e = new_engine(4096);
+    let (src, mut dst) = (vec![1u8; 8], vec![0u8; 8]);
+    let known = EngineFlag::DeviceEnds as u32 | EngineFlag::AfterStream as u32 | EngineFlag::OnStream as u32;
+    assert_eq!(known, 7);
+    for (bits, named) in [(8u32, "0x8"), (1 << 31, "0x80000000"), (0x18, "0x18")] {
+        let c = copy_of(&src, &mut dst, EngineFlag::DeviceEnds as u32 | bits);
+        let mut t = 5u64;
+        unsafe {
+            assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::InvalidArgument, "flags {:#x}", c.flags);
+            let m = last();
+            assert!(m.contains(&format!("unknown bits {named}")), "engine_copy, bits {bits:#x}: {m}");
+            let cs = [copy_of(&src, &mut dst, 0), c];
+            assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), 2, &mut t), Status::InvalidArgument);
+            let m = last();
+            assert!(m.contains("copy 1") && m.contains(&format!("unknown bits {named}")), "copy_on_stream_batch, bits {bits:#x}: {m}");
+        }
+        assert_eq!(t, 5, "a refused call wrote a ticket");
+    }
+    let mut counts = EngineCounts::default();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_engine_counts(e, &mut counts) }, Status::Ok);
+    assert_eq!((counts.fast, counts.batched), (0, 0), "a refused copy was counted");
+    unsafe { upcxx_extra_nvshmem_engine_free(e) };
+}
+
 /// Whether a CUDA driver (the stand-in in the test suite) is loaded; `UXN_REQUIRE_CUDA=1` makes
 /// its absence a failure.
 fn driver() -> bool {
@@ -214,6 +246,36 @@ fn poll_until_over(e: *const EngineHandle, t: u64, asked: *mut u64) -> Option<i3
     None
 }
 
+/// A function of the CUDA stand-in (the libcuda.so.1 the library loaded), by name; panics when
+/// it is not there (the `standin_*` tests run over the stand-in only).
+fn standin_fn(name: &CStr) -> *mut libc::c_void {
+    // SAFETY: dlopen of a library already loaded (RTLD_NOLOAD), dlsym of a name.
+    let f = unsafe {
+        let cuda = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if cuda.is_null() { cuda } else { libc::dlsym(cuda, name.as_ptr()) }
+    };
+    assert!(!f.is_null(), "the CUDA stand-in's {name:?}");
+    f
+}
+
+/// The stand-in's `uxn_standin_fail_next_copies(n)`: the next `n` asynchronous copies enqueued in
+/// this process (a batch kernel's launch is one, failing all its copies) move no bytes and fail
+/// asynchronously (an event or a synchronize reports CUDA_ERROR_UNKNOWN). Returns how many were
+/// still pending. The library has no switch of its own for this (issue 52).
+fn standin_fail_next_copies(n: i32) -> i32 {
+    // SAFETY: its C signature, int (int).
+    let f: extern "C" fn(i32) -> i32 = unsafe { std::mem::transmute(standin_fn(c"uxn_standin_fail_next_copies")) };
+    f(n)
+}
+
+/// The stand-in counts injected failures per process, and the test harness runs tests on several
+/// threads: every `standin_*` test that copies holds this, so that no other test's copy takes a
+/// failure meant for one.
+fn standin_serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn copy_of(src: &[u8], dst: &mut [u8], flags: u32) -> EngineCopy {
     EngineCopy {
         dst: dst.as_mut_ptr().cast(),
@@ -232,6 +294,7 @@ fn standin_poll_without_a_slot_sees_the_copy_land() {
     if !driver() {
         return;
     }
+    let _serial = standin_serial();
     let e = new_engine(0);
     let (src, mut dst) = (vec![7u8; 4096], vec![0u8; 4096]);
     let c = copy_of(&src, &mut dst, 0);
@@ -249,6 +312,7 @@ fn standin_a_landed_ticket_polled_again_hides_no_other() {
     if !driver() {
         return;
     }
+    let _serial = standin_serial();
     let e = new_engine(0);
     let (src, mut d1, mut d2) = (vec![5u8; 4096], vec![0u8; 4096], vec![0u8; 4096]);
     let (mut a, mut b, mut slot_a, mut slot_b) = (0, 0, 0u64, 0u64);
@@ -270,21 +334,25 @@ fn standin_a_landed_ticket_polled_again_hides_no_other() {
     }
 }
 
-/// A failed copy (injected) is settled once: a second engine_complete is refused, and drain's
-/// count of copies not redone stays right.
+/// A failed copy (the stand-in fails it asynchronously) is settled once: a second
+/// engine_complete is refused, and drain's count of copies not redone stays right.
 #[test]
 fn standin_a_failed_ticket_is_settled_once() {
     if !driver() {
         return;
     }
+    let _serial = standin_serial();
     let e = new_engine(0);
     let (src, mut dst) = (vec![1u8; 64], vec![0u8; 64]);
-    let c = copy_of(&src, &mut dst, EngineFlag::InjectFailure as u32);
+    let c = copy_of(&src, &mut dst, 0);
     let (mut t, mut settled, mut unredone, mut slot) = (0, EngineSettled::Landed, 7u64, 0u64);
     unsafe {
+        standin_fail_next_copies(1);
         assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
         let r = poll_until_over(e, t, &mut slot).expect("the failed copy never ended");
-        assert_eq!(r, UNKNOWN);
+        assert_eq!(standin_fail_next_copies(0), 0, "the copy did not take the injected failure");
+        assert_eq!(r, UNKNOWN, "the stand-in's failure is CUDA_ERROR_UNKNOWN");
+        assert!(dst.iter().all(|&b| b == 0), "the failed copy moved bytes");
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Redo);
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::InvalidArgument);
@@ -304,6 +372,7 @@ fn standin_fork_child_polls_say_forked() {
     if !driver() {
         return;
     }
+    let _serial = standin_serial();
     let e = new_engine(4096);
     let (src, mut dst) = (vec![9u8; 64], vec![0u8; 64]);
     let c = copy_of(&src, &mut dst, EngineFlag::DeviceEnds as u32);
@@ -362,25 +431,21 @@ fn copy_on_stream_batch_argument_checks() {
 
 /// A batch on a caller's stream (the legacy default stream): small copies with device ends in one
 /// launch, a large one as a copy, in order; one ticket lands once every copy did, settled LANDED.
-/// With one copy failed (injected) the ticket reports it, settled REPORT (never REDO), and
-/// take_error names the batch.
+/// With its launch failed (the stand-in fails it asynchronously: every copy of the launch) the
+/// ticket reports it, settled REPORT (never REDO), and take_error names the batch.
 #[test]
 fn standin_copy_on_stream_batch_lands_in_order() {
     if !driver() {
         return;
     }
+    let _serial = standin_serial();
     let e = new_engine(4096);
     let src: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i + 1; if i == 3 { 65536 } else { 64 }]).collect();
     let mut dst: Vec<Vec<u8>> = src.iter().map(|s| vec![0u8; s.len()]).collect();
     // The stand-in's kernel reaches device memory only: these vectors stand for it.
-    // SAFETY: looks up a function of the stand-in (the libcuda.so.1 the library loaded).
-    let register = unsafe {
-        let cuda = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        if cuda.is_null() { cuda } else { libc::dlsym(cuda, c"uxn_standin_register_device_range".as_ptr()) }
-    };
-    assert!(!register.is_null(), "the CUDA stand-in's uxn_standin_register_device_range");
     // SAFETY: its C signature, int (void *, size_t, int).
-    let register: extern "C" fn(*mut libc::c_void, usize, i32) -> i32 = unsafe { std::mem::transmute(register) };
+    let register: extern "C" fn(*mut libc::c_void, usize, i32) -> i32 =
+        unsafe { std::mem::transmute(standin_fn(c"uxn_standin_register_device_range")) };
     for v in src.iter() {
         assert_eq!(register(v.as_ptr() as *mut libc::c_void, v.len(), 0), 0);
     }
@@ -405,20 +470,21 @@ fn standin_copy_on_stream_batch_lands_in_order() {
         assert_eq!(upcxx_extra_nvshmem_engine_counts(e, &mut counts), Status::Ok);
         assert_eq!((counts.fast, counts.batched), (4, 3), "3 small copies in the launch, the large one a copy");
 
-        cs[1].flags |= EngineFlag::InjectFailure as u32;
+        for d in dst.iter_mut() {
+            d.fill(0);
+        }
+        standin_fail_next_copies(1); // the launch of copies 0 to 2, enqueued first
         assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), cs.len(), &mut t), Status::Ok, "{}", last());
         let r = poll_until_over(e, t, null_mut());
-        assert!(r.is_some_and(|r| r != 0), "a batch with a failed copy reported {r:?}");
+        assert_eq!(standin_fail_next_copies(0), 0, "the batch's launch did not take the injected failure");
+        assert!(r.is_some_and(|r| r != 0), "a batch with a failed launch reported {r:?}");
+        assert!(dst[..3].iter().all(|d| d.iter().all(|&b| b == 0)), "the failed launch moved bytes");
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r.unwrap(), &cs[1], &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Report, "a failed batch is reported, not redone");
         assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::CudaError);
         assert!(last().contains("batch of copies on a caller's stream"), "{}", last());
         upcxx_extra_nvshmem_engine_free(e);
-        let unregister = libc::dlsym(
-            libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD),
-            c"uxn_standin_unregister_device_range".as_ptr(),
-        );
-        let unregister: extern "C" fn(*mut libc::c_void) -> i32 = std::mem::transmute(unregister);
+        let unregister: extern "C" fn(*mut libc::c_void) -> i32 = std::mem::transmute(standin_fn(c"uxn_standin_unregister_device_range"));
         for v in src.iter().chain(dst.iter()) {
             assert_eq!(unregister(v.as_ptr() as *mut libc::c_void), 0);
         }

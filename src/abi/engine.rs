@@ -37,16 +37,30 @@ pub enum EngineFlag {
     /// In `stream`'s order: after its earlier work, and its later work waits for the copy (on
     /// `stream` itself when `stream` belongs to the engine's device). Not with AFTER_STREAM.
     OnStream = 4,
-    /// Testing: the copy is not issued, and its ticket reports `CUDA_ERROR_UNKNOWN` (999) when it
-    /// lands (a stand-in for an asynchronous CUDA failure, which a GPU cannot be made to give).
-    InjectFailure = 8,
 }
 const _: () = assert!(
     EngineFlag::DeviceEnds as u32 == core::DEVICE_ENDS
         && EngineFlag::AfterStream as u32 == core::AFTER_STREAM
         && EngineFlag::OnStream as u32 == core::ON_STREAM
-        && EngineFlag::InjectFailure as u32 == core::INJECT_FAILURE
 );
+
+/// Every bit an `EngineFlag` names.
+const KNOWN_FLAGS: u32 = EngineFlag::DeviceEnds as u32 | EngineFlag::AfterStream as u32 | EngineFlag::OnStream as u32;
+
+/// Refuses a copy whose flags carry a bit no `EngineFlag` names (INVALID_ARGUMENT, the message
+/// naming the bits): a caller built against another header, or a bit set by mistake, is told
+/// rather than ignored.
+fn known_flags(flags: u32, what: &str) -> Result<()> {
+    let unknown = flags & !KNOWN_FLAGS;
+    if unknown != 0 {
+        crate::fail!(
+            InvalidArgument,
+            "{what} has flags {flags:#x} with unknown bits {unknown:#x} (known: DEVICE_ENDS 0x1, AFTER_STREAM 0x2, \
+             ON_STREAM 0x4)"
+        );
+    }
+    Ok(())
+}
 
 /// One copy for `upcxx_extra_nvshmem_engine_copy`.
 #[repr(C)]
@@ -224,8 +238,9 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_free(e: *mut EngineHandle) {
 /// the copy runs on the engine's stream (or the caller's, ON_STREAM) after the copies before it.
 ///
 /// Statuses: OK; NULL_ARGUMENT (`engine`, `copy`, `ticket`, or an end of a copy of > 0 bytes);
-/// INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM); CUDA_ERROR (the driver refused the copy:
-/// nothing was copied; the last error names the bytes, the ranks and the driver's error);
+/// INVALID_ARGUMENT (AFTER_STREAM with ON_STREAM, or a flag bit no
+/// `upcxx_extra_nvshmem_engine_flag_t` names); CUDA_ERROR (the driver refused the copy: nothing
+/// was copied; the last error names the bytes, the ranks and the driver's error);
 /// STREAM_CAPTURE (ON_STREAM or AFTER_STREAM on a stream being captured into a CUDA graph);
 /// ENGINE_CLOSED; FORKED. On an error there is no ticket. Thread safety: any thread.
 #[unsafe(no_mangle)]
@@ -240,6 +255,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy(e: *const EngineHandle,
     if c.bytes > 0 && (c.src.is_null() || c.dst.is_null()) {
         crate::fail!(NullArgument, "the copy of {} bytes has a NULL end (src {:p}, dst {:p})", c.bytes, c.src, c.dst);
     }
+    known_flags(c.flags, "the copy")?;
     write(ticket, eng.copy(&c.req())?);
     Ok(())
 }
@@ -254,9 +270,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy(e: *const EngineHandle,
 /// AFTER_STREAM flags.
 ///
 /// Statuses: OK; NULL_ARGUMENT (`engine`, `ticket`, `copies` with `n` > 0, or an end of a copy
-/// of > 0 bytes: nothing issued); STREAM_CAPTURE; CUDA_ERROR (the driver refused a copy: those
-/// before it were issued and the host waited for them, none after it; no ticket);
-/// ENGINE_CLOSED; FORKED. Thread safety: any thread.
+/// of > 0 bytes: nothing issued); INVALID_ARGUMENT (a copy's flags carry a bit no
+/// `upcxx_extra_nvshmem_engine_flag_t` names: nothing issued); STREAM_CAPTURE; CUDA_ERROR (the
+/// driver refused a copy: those before it were issued and the host waited for them, none after
+/// it; no ticket); ENGINE_CLOSED; FORKED. Thread safety: any thread.
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy_on_stream_batch(
@@ -279,6 +296,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_copy_on_stream_batch(
         if c.bytes > 0 && (c.src.is_null() || c.dst.is_null()) {
             crate::fail!(NullArgument, "copy {i} of {} bytes has a NULL end (src {:p}, dst {:p})", c.bytes, c.src, c.dst);
         }
+        known_flags(c.flags, &format!("copy {i}"))?;
         reqs.push(c.req());
     }
     write(ticket, eng.copy_batch_on_stream(stream as usize, &reqs)?);
