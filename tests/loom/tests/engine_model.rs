@@ -10,7 +10,10 @@
 //! - in a fork() child nothing reaches the GPU;
 //! - a copy on a caller's stream behind a stream ticket (a copy_on_stream that is upcxx::copy)
 //!   runs once the ticket is done, by whichever host thread, and its ticket and an after()
-//!   behind it land; drain() releases a ticket nothing will mark done instead of hanging.
+//!   behind it land; drain() releases a ticket nothing will mark done instead of hanging;
+//! - tickets done out of order open the gate in issue order only;
+//! - copies on a caller's stream (one launch that writes the ticket's word, a copy and a stream
+//!   write, a batch ending with launches) land after they ran, and drain() waits for them.
 //!
 //! The bugs these scenarios must catch come from cargo-mutants (docs/testing.md): the engine's
 //! source has no bug switch.
@@ -67,4 +70,9 @@ fn drain_releases_pending_stream_tickets() {
 #[test]
 fn stream_words_land_after_their_copies() {
     scenario_stream_words();
+}
+
+#[test]
+fn gate_counts_tickets_done_in_issue_order() {
+    scenario_gate_out_of_order();
 }

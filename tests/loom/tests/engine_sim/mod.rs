@@ -36,6 +36,9 @@ struct Sim {
     ran: Vec<usize>,
     /// The mapped word's value when each copy of `ran` ran.
     word_at_run: Vec<u32>,
+    /// The host's phase ([`ModelGpu::set_phase`]) when each copy of `ran` ran.
+    phase_at_run: Vec<u32>,
+    phase: u32,
     /// Launches to refuse.
     refuse_launches: u32,
     /// Calls that reached the GPU.
@@ -116,6 +119,8 @@ impl ModelGpu {
                 }
             };
             s.word_at_run.extend(std::iter::repeat_n(word, n));
+            let phase = s.phase;
+            s.phase_at_run.extend(std::iter::repeat_n(phase, n));
             s.streams[i].done += 1;
             return true;
         }
@@ -153,6 +158,15 @@ impl ModelGpu {
     pub fn word_when_ran(&self, id: usize) -> Option<u32> {
         let s = self.sim.lock().unwrap();
         s.ran.iter().position(|&r| r == id).map(|i| s.word_at_run[i])
+    }
+    /// The host is in phase `p` from now on (what a copy that runs records).
+    pub fn set_phase(&self, p: u32) {
+        self.sim.lock().unwrap().phase = p;
+    }
+    /// The host's phase when copy `id` ran (None: it did not run).
+    pub fn phase_when_ran(&self, id: usize) -> Option<u32> {
+        let s = self.sim.lock().unwrap();
+        s.ran.iter().position(|&r| r == id).map(|i| s.phase_at_run[i])
     }
     pub fn busy_destroys(&self) -> usize {
         self.sim.lock().unwrap().busy_destroys
@@ -397,11 +411,14 @@ pub fn scenario_drain() {
     run(64, 0, |e, g| {
         e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
         e.copy(&req(2, 4096, 0)).unwrap();
+        // And copies on a caller's stream (stream 0): one launch, one cuMemcpyAsync.
+        e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(3, 8, 0) }).unwrap();
+        e.copy(&CopyReq { flags: ON_STREAM, ..req(4, 4096, 0) }).unwrap();
         check(e.drain() == 0, "drain() reported failed copies".into())?;
         check(g.busy_destroys() == 0, "drain() destroyed the stream with work queued on it".into())?;
         let mut ran = g.ran();
         ran.sort();
-        check(ran == vec![1, 2], format!("drain() returned before every copy ran: {ran:?}"))
+        check(ran == vec![1, 2, 3, 4], format!("drain() returned before every copy ran: {ran:?}"))
     });
 }
 
@@ -413,10 +430,22 @@ pub fn scenario_fork() {
         g.generation.fetch_add(1, Ordering::Relaxed); // fork()
         let before = g.calls();
         let r = e.copy(&req(2, 8, DEVICE_ENDS)).map_err(|x| x.status);
+        let on = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(3, 8, 0) }).map_err(|x| x.status);
+        let batch = e.copy_batch_on_stream(0, &[req(4, 8, DEVICE_ENDS)]).map_err(|x| x.status);
+        let after = e.after(0).map_err(|x| x.status);
+        let gate = e.stream_waits_for(0, e.stream_ticket()).map_err(|x| x.status);
         let waited = e.wait_all().map_err(|x| x.status);
         let drained = e.drain();
         drop(e);
         check(r == Err(Status::Forked), format!("a copy issued in a fork() child: {r:?}"))?;
+        for (what, got) in [
+            ("copy_on_stream", on.map(|_| ())),
+            ("copies_on_stream", batch.map(|_| ())),
+            ("after()", after.map(|_| ())),
+            ("a gate wait", gate),
+        ] {
+            check(got == Err(Status::Forked), format!("{what} in a fork() child: {got:?}"))?;
+        }
         check(waited == Err(Status::Forked), format!("wait_all() in a fork() child: {waited:?}"))?;
         check(drained == 0, "drain() in a fork() child".into())?;
         check(g.calls() == before, "the engine reached the GPU in a fork() child".into())
@@ -558,4 +587,28 @@ fn wait_watched_batch(e: &Engine<ModelGpu>, t: u64, what: &str) -> Result<(), St
         }
         thread::yield_now();
     }
+}
+
+/// Gate tickets done out of order: the word callers' streams wait on counts the tickets done in
+/// issue order only, so a copy behind the first ticket runs once that one is done, though the
+/// second was done first; a ticket is done once, and one never issued is refused.
+pub fn scenario_gate_out_of_order() {
+    run(64, 0, |e, g| {
+        let t1 = e.stream_ticket();
+        let t2 = e.stream_ticket();
+        e.stream_waits_for(0, t1).map_err(|x| format!("stream_waits_for: {x:?}"))?;
+        let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
+        e.ticket_done(t2).map_err(|x| format!("ticket_done(t2): {x:?}"))?;
+        check(e.tickets_pending(), "no ticket pending with ticket 1 not done".into())?;
+        check(!e.ticket_done_by(t1) && !e.ticket_done_by(t2), "ticket 1 counts as done after ticket 2 alone".into())?;
+        check(e.ticket_done(t2).is_err(), "ticket 2 done twice".into())?;
+        g.set_phase(1);
+        e.ticket_done(t1).map_err(|x| format!("ticket_done(t1): {x:?}"))?;
+        check(!e.tickets_pending() && e.ticket_done_by(t1) && e.ticket_done_by(t2), "both done, yet pending".into())?;
+        check(e.ticket_done(t1).is_err(), "ticket 1 done twice".into())?;
+        check(e.ticket_done(t2.wrapping_add(1)).is_err(), "a ticket never issued was taken".into())?;
+        wait_watched_batch(&e, c, "the copy behind ticket 1")?;
+        let phase = g.phase_when_ran(1);
+        check(phase == Some(1), format!("the copy behind ticket 1 ran before ticket 1 was done ({phase:?})"))
+    });
 }
