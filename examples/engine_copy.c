@@ -26,7 +26,7 @@
 
 #include "upcxx_extra_nvshmem.h"
 
-enum { N_SMALL = 256, SMALL = 1024, BYTES = 4 << 20, BATCH_BYTES = 4096, NOT_READY = 600 /* CUDA_ERROR_NOT_READY */ };
+enum { N_SMALL = 256, SMALL = 1024, BYTES = 4 << 20, BATCH_BYTES = 4096 };
 
 static int me; /* this process's MPI rank, and its NVSHMEM PE */
 
@@ -103,15 +103,15 @@ static int settle_all(const upcxx_extra_nvshmem_engine_t *e, struct flight *f, i
     while (left > 0 && MPI_Wtime() < until) {
         for (int i = 0; i < n; i++) {
             if (f[i].ended) continue;
-            int result = NOT_READY;
+            int result = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY;
             if (!ok(upcxx_extra_nvshmem_engine_poll(e, f[i].ticket, &f[i].asked, &result), "engine_poll")) return n;
-            if (result == NOT_READY) continue;
+            if (result == UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY) continue;
             upcxx_extra_nvshmem_engine_settled_t how = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
             if (!ok(upcxx_extra_nvshmem_engine_complete(e, f[i].ticket, result, &f[i].copy, &how), "engine_complete"))
                 failed++;
             f[i].ended = 1;
             left--;
-            if (result == 0) continue; /* landed */
+            if (result == UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED) continue;
             failed++;
             fail("copy %d (%zu bytes to rank %d) failed with CUDA error %d", i, f[i].copy.bytes, f[i].copy.dst_rank,
                  result);
