@@ -31,7 +31,6 @@ impl<G: Gpu> Engine<G> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
-        let inject = r.flags & INJECT_FAILURE != 0;
         let mut e = SUCCESS;
         if st.batch.stream.is_none() {
             match self.gpu.stream_create(self.device) {
@@ -42,12 +41,8 @@ impl<G: Gpu> Engine<G> {
         if e == SUCCESS && r.flags & DEVICE_ENDS != 0 && r.flags & AFTER_STREAM == 0 && r.bytes <= self.batch_bytes() {
             st.batch.issued += 1;
             let seq = st.batch.issued;
-            if inject {
-                st.marks.injected.push(seq);
-            } else {
-                st.batch.descs.push(Desc { src: r.src, dst: r.dst, bytes: r.bytes });
-                st.batch.seqs.push(seq);
-            }
+            st.batch.descs.push(Desc { src: r.src, dst: r.dst, bytes: r.bytes });
+            st.batch.seqs.push(seq);
             if st.batch.descs.len() == G::BATCH_MAX {
                 self.flush(&mut st);
             }
@@ -59,7 +54,7 @@ impl<G: Gpu> Engine<G> {
         if e == SUCCESS && r.flags & AFTER_STREAM != 0 {
             e = self.order_after(&st, r.stream);
         }
-        if e == SUCCESS && !inject {
+        if e == SUCCESS {
             let s = st.batch.stream.unwrap_or(0);
             e = self.gpu.memcpy_async(r.dst, r.src, r.bytes, s, Some(self.device)).err().unwrap_or(SUCCESS);
         }
@@ -68,9 +63,6 @@ impl<G: Gpu> Engine<G> {
         }
         st.batch.issued += 1;
         let seq = st.batch.issued;
-        if inject {
-            st.marks.injected.push(seq);
-        }
         if st.marks.pending.is_empty() {
             self.record_mark(&mut st); // the first copy since the last mark: one of its own
         }

@@ -9,7 +9,7 @@ pub type Code = i32;
 pub const SUCCESS: Code = 0;
 /// `CUDA_ERROR_NOT_READY`: a poll's "not yet".
 pub const NOT_READY: Code = 600;
-/// `CUDA_ERROR_UNKNOWN`: what a copy issued with [`INJECT_FAILURE`] reports.
+/// `CUDA_ERROR_UNKNOWN`: the outcome of a ticket never issued.
 pub const UNKNOWN: Code = 999;
 
 /// A stream or an event as the GPU binding names it (`CUstream`, `CUevent`); 0 is no event, and
@@ -90,8 +90,6 @@ pub const DEVICE_ENDS: u32 = 1;
 pub const AFTER_STREAM: u32 = 2;
 /// On the given stream's order (`copy_on_stream`): after its earlier work, before its later work.
 pub const ON_STREAM: u32 = 4;
-/// Testing: the copy is not issued and reports `CUDA_ERROR_UNKNOWN` when it lands.
-pub const INJECT_FAILURE: u32 = 8;
 
 /// One copy to issue.
 #[derive(Clone, Copy, Debug)]

@@ -30,8 +30,6 @@ pub(super) struct Marks {
     /// The marks not yet seen complete, oldest first.
     pub(super) pending: VecDeque<Mark>,
     pub(super) failures: Vec<Failure>,
-    /// Testing: copies not issued that report `UNKNOWN` once settled.
-    pub(super) injected: Vec<u64>,
     /// Events to reuse (marks', and copies' on callers' streams of the engine's device).
     pub(super) events: Vec<Handle>,
     /// The round of polls (`Engine::poll`'s `asked`).
@@ -60,8 +58,7 @@ impl<G: Gpu> Engine<G> {
         self.settle_through(st, issued, r);
     }
 
-    /// Under the lock: every copy up to `through` is over, with `e` for those not over before
-    /// (and `UNKNOWN` for injected failures among them).
+    /// Under the lock: every copy up to `through` is over, with `e` for those not over before.
     pub(super) fn settle_through(&self, st: &mut State, through: u64, e: Code) {
         if through <= st.marks.landed {
             return;
@@ -69,18 +66,6 @@ impl<G: Gpu> Engine<G> {
         if e != SUCCESS {
             let first = st.marks.landed + 1;
             st.marks.failures.push(Failure { first, last: through, error: e, redone: 0 });
-        }
-        let mut i = 0;
-        while i < st.marks.injected.len() {
-            let seq = st.marks.injected[i];
-            if seq <= through {
-                if e == SUCCESS {
-                    st.marks.failures.push(Failure { first: seq, last: seq, error: UNKNOWN, redone: 0 });
-                }
-                st.marks.injected.swap_remove(i);
-            } else {
-                i += 1;
-            }
         }
         st.marks.landed = through;
     }
@@ -95,7 +80,7 @@ impl<G: Gpu> Engine<G> {
     /// from the marks that cover it.
     pub(super) fn settle_by_marks(&self, st: &mut State) {
         self.flush(st);
-        if st.marks.landed == st.batch.issued && st.marks.injected.is_empty() {
+        if st.marks.landed == st.batch.issued {
             return self.retire_marks(st);
         }
         if st.marks.pending.back().is_none_or(|m| m.through < st.batch.issued) {

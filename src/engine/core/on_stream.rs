@@ -22,7 +22,6 @@ pub(super) struct Watched {
     pub(super) on_own_device: bool, // a copy_on_stream copy on a stream of the engine's device (pooled event)
     pub(super) word: Option<Word>,  // the word the stream writes; None once seen (or given up: never reused)
     pub(super) batch: bool,         // a batch of copies (copy_batch_on_stream): reported, never redone
-    pub(super) injected: bool,      // testing: a copy of the batch was not issued: UNKNOWN once the others landed
 }
 
 /// The tickets of callers' streams.
@@ -48,9 +47,7 @@ impl<G: Gpu> Engine<G> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
-        let (event, result) = if r.flags & INJECT_FAILURE != 0 {
-            (0, UNKNOWN)
-        } else {
+        let (event, result) = {
             // A small copy with device memory at both ends: one launch that copies and writes the
             // ticket's word (one operation on the stream, not two).
             if r.flags & DEVICE_ENDS != 0
@@ -87,7 +84,7 @@ impl<G: Gpu> Engine<G> {
                 }
             }
         };
-        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false, injected: false }))
+        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
 
     /// Issues `reqs` in `s`'s order, as one ticket: the work queued on `s` before the call runs
@@ -127,7 +124,6 @@ impl<G: Gpu> Engine<G> {
             }
             st.batch.stream.unwrap_or(0)
         };
-        let inject = reqs.iter().any(|r| r.flags & INJECT_FAILURE != 0);
         // The last launch writes the ticket's word itself, when the batch ends with one.
         let signal = self.take_signal(&mut st);
         let put = self.put_in_order(target, reqs, signal.map(|s| s.1));
@@ -150,18 +146,10 @@ impl<G: Gpu> Engine<G> {
         self.batched.fetch_add(batched, Ordering::Relaxed);
         let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, false, true));
         let t = if let Some(t) = signalled {
-            if let Some(w) = st.callers.watched.get_mut(&t) {
-                w.injected = inject;
-            }
             t
         } else {
             match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
-                Ok(t) => {
-                    if let Some(w) = st.callers.watched.get_mut(&t) {
-                        w.injected = inject;
-                    }
-                    t
-                }
+                Ok(t) => t,
                 Err(_) => {
                     let ev = self.pooled_event(&mut st);
                     let (event, result) = match ev.map(|ev| (ev, self.gpu.event_record(ev, target, Some(self.device)))) {
@@ -173,11 +161,7 @@ impl<G: Gpu> Engine<G> {
                             (0, self.gpu.stream_synchronize(target, Some(self.device)).err().unwrap_or(SUCCESS))
                         }
                     };
-                    let result = if inject && result == SUCCESS { UNKNOWN } else { result };
-                    Self::watch(
-                        &mut st,
-                        Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true, injected: inject },
-                    )
+                    Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true })
                 }
             }
         };
@@ -223,7 +207,7 @@ impl<G: Gpu> Engine<G> {
             Ok(signalled)
         };
         for (i, r) in reqs.iter().enumerate() {
-            if r.flags & INJECT_FAILURE != 0 || r.bytes == 0 {
+            if r.bytes == 0 {
                 continue;
             }
             if r.flags & DEVICE_ENDS != 0 && r.bytes <= max {
@@ -269,10 +253,7 @@ impl<G: Gpu> Engine<G> {
         }
         let ev = self.record_on(s)?;
         let mut st = self.lock();
-        Ok(Self::watch(
-            &mut st,
-            Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false, injected: false },
-        ))
+        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false }))
     }
 
     /// [`check_stream`] with this engine's GPU.

@@ -70,7 +70,7 @@ impl<G: Gpu> Engine<G> {
     /// `value` into when it reaches that point.
     pub(super) fn watch_taken(st: &mut State, w: PoolWord, value: u32, device: i32, is_wait: bool, batch: bool) -> CallerTicket {
         let word = Some(Word { host: w.0, dev: w.1, counter: w.2, value, device });
-        Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch, injected: false })
+        Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch })
     }
 
     /// Under the lock: a word of the pool with a launch counter, and the [`Signal`] that stores
@@ -128,13 +128,9 @@ impl<G: Gpu> Engine<G> {
             return Some(w.result);
         }
         let word = w.word?;
-        let injected = w.injected;
         let landed = read_word(word.host) == word.value;
         let e = if landed {
-            match self.probe(st, word.device) {
-                SUCCESS if injected => UNKNOWN,
-                e => e,
-            }
+            self.probe(st, word.device)
         } else if probe_now || st.words.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY) {
             match self.probe(st, word.device) {
                 SUCCESS => return Some(NOT_READY),
