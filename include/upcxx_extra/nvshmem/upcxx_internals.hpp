@@ -38,13 +38,9 @@
 #define UPCXX_EXTRA_NVSHMEM_PUBLIC_FORCED_ 0
 #endif
 
-// Test hook: UPCXX_EXTRA_NVSHMEM_TEST_MISSING_INTERNAL=k makes internal k (1 to 7, or 9: the
-// numbers of the hidden(k) checks below, as internals::missing counts them; its 8 is the forcing
-// macro, not an internal) count as missing, so the detected public-API mode is built and run
-// against a UPC++ that has them all (tests/cxx/public_mode_test.cpp).
-#ifndef UPCXX_EXTRA_NVSHMEM_TEST_MISSING_INTERNAL
-#define UPCXX_EXTRA_NVSHMEM_TEST_MISSING_INTERNAL 0
-#endif
+// The detected public-API mode is tested against a UPC++ that has every internal by a patched
+// copy of this header in the test build, in which internal 1 (global_ptr's address field) counts
+// as missing (tests/cxx/CMakeLists.txt, public_mode_detected_test; tests/cxx/public_mode_test.cpp).
 
 // The namespaces the lookups below search (declared, empty, should a release drop one).
 namespace upcxx {
@@ -101,9 +97,6 @@ struct detected_or_void<void_t<Op<A...>>, Op, A...> {
     using type = Op<A...>;
 };
 
-/// Test hook: whether internal `k` is to count as missing.
-constexpr bool hidden(int k) { return UPCXX_EXTRA_NVSHMEM_TEST_MISSING_INTERNAL == k; }
-
 // ---- UPC++ namespace members, or the stand-ins ---------------------------------------------------
 // A using-directive makes upcxx::detail's names visible as if declared in namespace upcxx, the
 // stand-ins' as if declared in the global namespace: unqualified lookup from here finds UPC++'s
@@ -158,12 +151,12 @@ template <class P>
 using old_device_field = decltype(static_cast<long>(std::declval<const P &>().device_));
 
 template <class P>
-constexpr bool has_raw_ptr = is_detected<raw_ptr_field, P> && !hidden(1);
+constexpr bool has_raw_ptr = is_detected<raw_ptr_field, P>;
 template <class P>
-constexpr bool has_heap_idx = is_detected<heap_idx_field, P> && !hidden(2);
+constexpr bool has_heap_idx = is_detected<heap_idx_field, P>;
 template <class P>
-constexpr bool has_old_fields = is_detected<old_rank_field, P> && is_detected<old_raw_ptr_field, P> &&
-                                is_detected<old_device_field, P> && !hidden(1);
+constexpr bool has_old_fields =
+    is_detected<old_rank_field, P> && is_detected<old_raw_ptr_field, P> && is_detected<old_device_field, P>;
 
 /// The address a global pointer holds (on its rank); nullptr where the field is missing.
 template <class P>
@@ -199,7 +192,7 @@ int old_rank(const P &p) noexcept {
 template <class P>
 using undischarged_field = decltype(std::declval<P &>().private_detail_do_not_use_undischarged_n_ += 1);
 template <class P>
-constexpr bool has_undischarged = is_detected<undischarged_field, P> && !hidden(3);
+constexpr bool has_undischarged = is_detected<undischarged_field, P>;
 /// upcxx::progress_required() and upcxx::discharge() wait while it is not zero.
 template <class P>
 void add_undischarged(P &persona, int d) noexcept {
@@ -215,7 +208,7 @@ using defer_internal_call = decltype(std::declval<Tls &>().defer(std::declval<up
                                                                  upcxx::progress_level::internal, std::declval<Fn>()));
 using persona_tls_t = typename std::remove_reference<decltype(in_detail::persona_tls())>::type;
 template <class Fn>
-constexpr bool has_defer_internal = is_detected<defer_internal_call, persona_tls_t, Fn> && !hidden(9);
+constexpr bool has_defer_internal = is_detected<defer_internal_call, persona_tls_t, Fn>;
 
 // ---- UPC++'s deferred active-message send ------------------------------------------------------------
 template <class F>
@@ -237,15 +230,15 @@ constexpr bool has_prepared_am_impl() {
     }
 }
 template <class F>
-constexpr bool has_prepared_am = has_prepared_am_impl<F>() && !hidden(4);
+constexpr bool has_prepared_am = has_prepared_am_impl<F>();
 
 // ---- upcxx::copy's completion machinery (UPC++ 2022.3 and later: copy_traits) ----------------------
 template <class T>
 using cx_done_operation = decltype(T::operation);
 template <class T>
 using cx_done_none = decltype(T::none);
-constexpr bool has_cx_event_done = is_detected<cx_done_operation, in_detail::cx_event_done_t> &&
-                                   is_detected<cx_done_none, in_detail::cx_event_done_t> && !hidden(5);
+constexpr bool has_cx_event_done =
+    is_detected<cx_done_operation, in_detail::cx_event_done_t> && is_detected<cx_done_none, in_detail::cx_event_done_t>;
 
 template <class Tr>
 using tr_here = typename Tr::cxs_here_t;
@@ -273,7 +266,7 @@ template <class Cxs, class Tr = in_detail::copy_traits_t<Cxs>>
 constexpr bool has_copy_traits_for =
     is_detected<tr_here, Tr> && is_detected<tr_returner, Tr> && is_detected<tr_remote, Tr> &&
     is_detected<tr_want_remote, Tr> && is_detected<tr_bind_remote, Tr, Cxs> && is_detected<tr_assert_sane, Tr> &&
-    is_detected<tr_here_from, Tr, Cxs> && is_detected<tr_returned, Tr> && is_detected<tr_notify, Tr> && !hidden(6);
+    is_detected<tr_here_from, Tr, Cxs> && is_detected<tr_returned, Tr> && is_detected<tr_notify, Tr>;
 
 #if UPCXX_VERSION < 20220300L
 // ---- upcxx::copy's completion machinery (UPC++ 2020.10: completions_state / completions_returner) --
@@ -291,7 +284,7 @@ template <class Cxs, class C = typename std::decay<Cxs>::type>
 constexpr bool has_old_completions_for =
     is_detected<old_here_from, in_detail::completions_state_t<C>, Cxs> &&
     is_detected<old_returned, in_detail::completions_state_t<C>, in_detail::completions_returner_t<C>> &&
-    is_detected<old_notify, in_detail::completions_state_t<C>> && is_detected<old_has_event, C> && !hidden(6);
+    is_detected<old_notify, in_detail::completions_state_t<C>> && is_detected<old_has_event, C>;
 #endif
 
 // ---- GASNet-EX native memory kinds for CUDA ---------------------------------------------------------
@@ -311,12 +304,12 @@ struct gex_mk_of {
 };
 template <class D>
 struct gex_mk_of<D, true> {
-    static constexpr bool known = !hidden(7);
-    static constexpr bool value = hidden(7) || D::use_gex_mk(in_detail::internal_only_t{});
+    static constexpr bool known = true;
+    static constexpr bool value = D::use_gex_mk(in_detail::internal_only_t{});
 };
 #if defined(UPCXXI_GEX_MK_CUDA)
-constexpr bool gex_mk_known = !hidden(7);
-constexpr bool gex_mk_cuda = hidden(7) || (UPCXXI_GEX_MK_CUDA + 0) != 0;
+constexpr bool gex_mk_known = true;
+constexpr bool gex_mk_cuda = (UPCXXI_GEX_MK_CUDA + 0) != 0;
 #else
 constexpr bool gex_mk_known = gex_mk_of<upcxx::cuda_device>::known;
 constexpr bool gex_mk_cuda = gex_mk_of<upcxx::cuda_device>::value;
