@@ -174,9 +174,9 @@ struct copy_path {
                                                   S &&src, D &&dst, std::size_t n, C &&...cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using R = decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...));
-        check_usable(h);
-        wait_for(h, s, "nvshmem_heap::copy_on_stream");
+        wait_for(h, s, "nvshmem_heap::copy_on_stream");  // the heap was checked by dispatch
         copy_engine &eng = h.engine();
+        if (in_flight) eng.count_fallback();
         const std::shared_ptr<copy_engine> keep = eng.shared_from_this();
         const std::uint32_t t = eng.stream_ticket();
         // The ticket is done by whichever of the master persona and the calling one (a worker
@@ -230,16 +230,15 @@ struct copy_path {
     static auto fallback(Heap &h, Order after, S &&src, D &&dst, std::size_t n, Cxs &&cxs)
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<Cxs>(cxs))) {
         refuse_upcxx_crash(src, dst);
-        // Refused before it is counted (wait_for() checks again: this path waits on the host).
-        if (after.set)
-            refuse_capture(after.stream, Order::on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after");
-        h.engine().count_fallback();
+        // Counted once the stream's order is settled (wait_for: the capture check, then the host
+        // wait), so a copy refused there is not counted.
         std::shared_ptr<std::atomic<long>> in_flight = h.engine().fallbacks_in_flight();
         if constexpr (Order::on) {
             return upcxx_on_stream(h, after.stream, in_flight, std::forward<S>(src), std::forward<D>(dst), n,
                                    std::forward<Cxs>(cxs));
         } else {
             if (after.set) wait_for(h, after.stream);
+            h.engine().count_fallback();
             in_flight->fetch_add(1);
             try {
                 return upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n,
@@ -289,7 +288,15 @@ struct copy_path {
         // A copy_on_stream that owes a remote completion is not queued behind a stream ticket:
         // that ticket takes user-level progress, which upcxx::discharge() does not make, so the
         // call makes it first (at most 60 s).
-        if constexpr (Order::on && cx::want_remote) h.engine().progress_while_tickets_pending();
+        if constexpr (Order::on && cx::want_remote) {
+            if (!h.engine().progress_while_tickets_pending())
+                throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_INVALID_ARGUMENT,
+                                    "nvshmem_heap::copy_on_stream: an earlier copy_on_stream's upcxx::copy has not "
+                                    "completed after 60 s of progress, and this copy owes a remote completion "
+                                    "(upcxx::discharge() makes no progress that would let it go on): nothing was "
+                                    "copied",
+                                    nvshmem_errc::copies_in_flight);
+        }
         h.engine().start(std::move(f), to, from, after.engine(),
                          both_heap);  // throws: nothing copied, nothing notified
         cx::owe_remote(*fl.initiator);
