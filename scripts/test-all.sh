@@ -102,6 +102,7 @@ cmake -S tests -B "$WORK/suite" \
   -DUXN_CARGO_TARGET_DIR="$CARGO_TARGET_DIR" \
   -DUXN_JOBS="$(nproc 2>/dev/null || echo 2)" \
   -DUXN_RUST="$(onoff "${UXN_SKIP_CARGO_TEST:-0}")" \
-  -DUXN_ASAN="$(onoff "${UXN_SKIP_ASAN:-0}")" > "$WORK/suite-configure.log" ||
+  -DUXN_ASAN="$(onoff "${UXN_SKIP_ASAN:-0}")" \
+  -DUXN_MUTANTS="$([ "${UXN_MUTANTS:-0}" = 1 ] && echo ON || echo OFF)" > "$WORK/suite-configure.log" ||
   { cat "$WORK/suite-configure.log"; echo "test-all.sh: the test suite (tests/CMakeLists.txt) did not configure"; exit 1; }
 ctest --test-dir "$WORK/suite" --output-on-failure "$@"
