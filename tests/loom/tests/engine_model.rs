@@ -13,7 +13,10 @@
 //!   behind it land; drain() releases a ticket nothing will mark done instead of hanging;
 //! - tickets done out of order open the gate in issue order only;
 //! - copies on a caller's stream (one launch that writes the ticket's word, a copy and a stream
-//!   write, a batch ending with launches) land after they ran, and drain() waits for them.
+//!   write, a batch ending with launches) land after they ran, and drain() waits for them;
+//! - a copy the GPU fails (the model's context then faults) is polled with the fault and settled
+//!   REDO while the engine is open, REPORT once closed, and drain() counts only those not redone;
+//!   on a caller's stream a failed copy is redone, a failed batch and a wait only reported.
 //!
 //! The bugs these scenarios must catch come from cargo-mutants (docs/testing.md): the engine's
 //! source has no bug switch.
@@ -75,4 +78,19 @@ fn stream_words_land_after_their_copies() {
 #[test]
 fn gate_counts_tickets_done_in_issue_order() {
     scenario_gate_out_of_order();
+}
+
+#[test]
+fn failed_copy_is_redone_while_open() {
+    scenario_failed_copy();
+}
+
+#[test]
+fn failed_copy_on_a_closed_engine_is_reported() {
+    scenario_failed_copy_closed();
+}
+
+#[test]
+fn failures_on_callers_streams() {
+    scenario_failed_on_stream();
 }

@@ -18,7 +18,13 @@ enum Op {
     WaitValue(u32),
     /// Stores `.1` into the mapped word at host address `.0` (a ticket's word of a caller's stream).
     WriteValue(usize, u32),
+    /// A copy or a launch that fails ([`ModelGpu::fail_next`]): its copies do not run, and the
+    /// context faults (every later query reports [`FAULT`]).
+    Fail,
 }
+
+/// The fault a failed operation leaves in the model's context (`CUDA_ERROR_ILLEGAL_ADDRESS`).
+pub const FAULT: Code = 700;
 
 #[derive(Default)]
 struct Stream {
@@ -41,6 +47,8 @@ struct Sim {
     phase: u32,
     /// Launches to refuse.
     refuse_launches: u32,
+    /// Copies and launches to fail when they run.
+    fail_next: u32,
     /// Calls that reached the GPU.
     calls: usize,
     /// Streams destroyed with work queued on them.
@@ -59,6 +67,8 @@ pub struct ModelGpu {
     /// The word of "mapped host memory" the engine writes its tickets done into (the host
     /// writes it with a plain std atomic, as the library does).
     word: &'static std::sync::atomic::AtomicU32,
+    /// A failed operation ran: the context's sticky fault.
+    fault: &'static std::sync::atomic::AtomicBool,
 }
 
 impl ModelGpu {
@@ -71,6 +81,7 @@ impl ModelGpu {
             generation: Arc::new(AtomicU32::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
             word: Box::leak(Box::new(std::sync::atomic::AtomicU32::new(0))),
+            fault: Box::leak(Box::new(std::sync::atomic::AtomicBool::new(false))),
         }
     }
 
@@ -109,6 +120,10 @@ impl ModelGpu {
                     ids.len()
                 }
                 Op::Wait(..) | Op::WaitValue(_) => 0,
+                Op::Fail => {
+                    self.fault.store(true, std::sync::atomic::Ordering::Release);
+                    0
+                }
                 Op::WriteValue(addr, v) => {
                     // SAFETY: a word of a block mapped_words leaked for the model's life.
                     #[allow(unsafe_code)]
@@ -158,6 +173,27 @@ impl ModelGpu {
     pub fn word_when_ran(&self, id: usize) -> Option<u32> {
         let s = self.sim.lock().unwrap();
         s.ran.iter().position(|&r| r == id).map(|i| s.word_at_run[i])
+    }
+    /// The next `n` copies or launches enqueued fail when the GPU runs them.
+    pub fn fail_next(&self, n: u32) {
+        self.sim.lock().unwrap().fail_next = n;
+    }
+    /// `op`, or a failing one in its place.
+    fn maybe_failing(s: &mut Sim, op: Op) -> Op {
+        if s.fail_next == 0 {
+            return op;
+        }
+        s.fail_next -= 1;
+        match op {
+            Op::Copy(_) | Op::Batch(_) => Op::Fail,
+            other => other,
+        }
+    }
+    /// The context's sticky fault. A plain atomic, not a model lock: the engine asks at times it
+    /// chooses by the clock (at most one probe a millisecond), which a lock would make part of the
+    /// explored schedule.
+    fn faulted(&self) -> Result<(), Code> {
+        if self.fault.load(std::sync::atomic::Ordering::Acquire) { Err(FAULT) } else { Ok(()) }
     }
     /// The host is in phase `p` from now on (what a copy that runs records).
     pub fn set_phase(&self, p: u32) {
@@ -215,15 +251,15 @@ impl Gpu for ModelGpu {
         if self.inline {
             self.step();
         }
-        if self.with(|s| Self::event_done(s, e)) { Ok(()) } else { Err(NOT_READY) }
+        if self.with(|s| Self::event_done(s, e)) { self.faulted() } else { Err(NOT_READY) }
     }
     fn event_synchronize(&self, e: Handle) -> Result<(), Code> {
         self.spin_until(|s| Self::event_done(s, e));
-        Ok(())
+        self.faulted()
     }
     fn stream_synchronize(&self, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
         self.spin_until(|s| s.streams[st].done == s.streams[st].ops.len());
-        Ok(())
+        self.faulted()
     }
     fn stream_wait_event(&self, st: Handle, e: Handle, _ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
@@ -236,7 +272,8 @@ impl Gpu for ModelGpu {
     fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
             assert!(!s.streams[st].destroyed, "a copy on a destroyed stream");
-            s.streams[st].ops.push(Op::Copy(src));
+            let op = Self::maybe_failing(s, Op::Copy(src));
+            s.streams[st].ops.push(op);
         });
         Ok(())
     }
@@ -247,7 +284,8 @@ impl Gpu for ModelGpu {
                 return Err("the model refuses this launch".to_string());
             }
             assert!((1..=Self::BATCH_MAX).contains(&batch.len()), "a launch of {} copies", batch.len());
-            s.streams[st].ops.push(Op::Batch(batch.iter().map(|d| d.src).collect()));
+            let op = Self::maybe_failing(s, Op::Batch(batch.iter().map(|d| d.src).collect()));
+            s.streams[st].ops.push(op);
             if let Some(g) = signal {
                 // The launch's last block stores the word once every copy of it landed.
                 s.streams[st].ops.push(Op::WriteValue(g.word, g.value));
@@ -290,7 +328,7 @@ impl Gpu for ModelGpu {
         if self.inline {
             self.step();
         }
-        Ok(())
+        self.faulted()
     }
     fn stream_wait_value32(&self, _device: i32, st: Handle, addr: usize, value: u32) -> Result<(), String> {
         assert_eq!(addr, self.word as *const _ as usize, "a wait on a word the model did not map");
@@ -610,5 +648,78 @@ pub fn scenario_gate_out_of_order() {
         wait_watched_batch(&e, c, "the copy behind ticket 1")?;
         let phase = g.phase_when_ran(1);
         check(phase == Some(1), format!("the copy behind ticket 1 ran before ticket 1 was done ({phase:?})"))
+    });
+}
+
+/// Polls ticket `t` (a copy's or a caller's stream's) until it is over; its outcome.
+fn outcome(e: &Engine<ModelGpu>, t: u64) -> Result<Code, String> {
+    let mut asked = 0;
+    loop {
+        let r = e.poll(t, Some(&mut asked)).map_err(|x| format!("polling: {x:?}"))?;
+        if r != NOT_READY {
+            return Ok(r);
+        }
+        thread::yield_now();
+    }
+}
+
+/// A copy the GPU fails: its poll reports the fault, and settling it says REDO while the engine
+/// is open (the failure named once by take_error, "it was redone"), REPORT once it is closed, and
+/// drain() counts only the failures not redone.
+pub fn scenario_failed_copy() {
+    run(0, 0, |e, g| {
+        g.fail_next(1);
+        let a = e.copy(&req(1, 4096, 0)).unwrap();
+        let r = outcome(&e, a)?;
+        check(r == FAULT, format!("a failed copy polled {r}"))?;
+        check(!g.ran().contains(&1), "the failed copy ran".into())?;
+        let settled = e.complete(a, r, &req(1, 4096, 0)).map_err(|x| format!("{x:?}"))?;
+        check(settled == Settled::Redo, format!("a failure settled {settled:?} on an open engine"))?;
+        check(e.complete(a, r, &req(1, 4096, 0)).is_err(), "a failure settled twice".into())?;
+        let text = e.take_error();
+        check(text.contains("4096 bytes") && text.contains("it was redone"), format!("take_error: {text:?}"))?;
+        check(e.take_error().is_empty(), "the failure was named twice".into())?;
+        check(e.drain() == 0, "drain() counted a redone failure".into())
+    });
+}
+
+/// A failure settled once the engine is closed is only reported: drain() counts it.
+pub fn scenario_failed_copy_closed() {
+    run(0, 0, |e, g| {
+        g.fail_next(1);
+        let a = e.copy(&req(1, 4096, 0)).unwrap();
+        e.close();
+        check(e.copy(&req(2, 8, 0)).is_err(), "a copy issued on a closed engine".into())?;
+        let r = outcome(&e, a)?;
+        let settled = e.complete(a, r, &req(1, 4096, 0)).map_err(|x| format!("{x:?}"))?;
+        check(settled == Settled::Report, format!("a failure settled {settled:?} on a closed engine"))?;
+        check(e.take_error().contains("only reported"), "the report does not say it was not redone".into())?;
+        check(e.drain() == 1, "drain() did not count the failure not redone".into())
+    });
+}
+
+/// On a caller's stream: a failed copy (one launch that writes its word) is redone while the
+/// engine is open; a failed batch is reported, never redone; after() behind a fault completes
+/// with it and is reported.
+pub fn scenario_failed_on_stream() {
+    run(64, 0, |e, g| {
+        g.fail_next(1);
+        let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
+        let r = outcome(&e, c)?;
+        check(r == FAULT, format!("a failed copy on the stream polled {r}"))?;
+        let settled = e.complete(c, r, &req(1, 8, 0)).map_err(|x| format!("{x:?}"))?;
+        check(settled == Settled::Redo, format!("a failed copy_on_stream settled {settled:?}"))?;
+        check(e.take_error().contains("caller's stream"), "the failure does not name the caller's stream".into())?;
+        let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 8, DEVICE_ENDS)]).unwrap();
+        let r = outcome(&e, b)?;
+        let settled = e.complete(b, r, &req(0, 0, 0)).map_err(|x| format!("{x:?}"))?;
+        check(r == FAULT && settled == Settled::Report, format!("a batch behind the fault: {r}, {settled:?}"))?;
+        check(e.take_error().contains("not redone"), "the batch's failure does not say it was not redone".into())?;
+        let w = e.after(0).unwrap();
+        let r = outcome(&e, w)?;
+        let settled = e.complete(w, r, &req(0, 0, 0)).map_err(|x| format!("{x:?}"))?;
+        check(r == FAULT && settled == Settled::Report, format!("after() behind the fault: {r}, {settled:?}"))?;
+        check(e.take_error().contains("after()"), "the wait's failure is not named".into())?;
+        check(e.drain() == 0, "drain() counted failures of callers' streams".into())
     });
 }
