@@ -22,6 +22,20 @@ pub const WORDS_PER_BLOCK: usize = 1024;
 /// While a ticket's word has not landed, the context is asked for a fault at most this often.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Whether the context is to be asked for a fault now: at most once per [`PROBE_EVERY`]; under
+/// the loom model at every poll (a schedule it explores must not depend on the clock).
+fn probe_due(st: &State) -> bool {
+    #[cfg(loom)]
+    {
+        let _ = st;
+        true
+    }
+    #[cfg(not(loom))]
+    {
+        st.words.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY)
+    }
+}
+
 /// A word of mapped host memory a stream writes `value` into; `device`: whose context is asked
 /// for a fault.
 #[derive(Clone, Copy)]
@@ -131,7 +145,7 @@ impl<G: Gpu> Engine<G> {
         let landed = read_word(word.host) == word.value;
         let e = if landed {
             self.probe(st, word.device)
-        } else if probe_now || st.words.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY) {
+        } else if probe_now || probe_due(st) {
             match self.probe(st, word.device) {
                 SUCCESS => return Some(NOT_READY),
                 c => c,
