@@ -27,7 +27,7 @@ const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 fn probe_due(st: &State) -> bool {
     #[cfg(loom)]
     {
-        let _ = st;
+        let _ = (st, PROBE_EVERY);
         true
     }
     #[cfg(not(loom))]
