@@ -94,3 +94,13 @@ fn failed_copy_on_a_closed_engine_is_reported() {
 fn failures_on_callers_streams() {
     scenario_failed_on_stream();
 }
+
+#[test]
+fn tickets_never_issued_and_counts() {
+    scenario_tickets_and_counts();
+}
+
+#[test]
+fn copy_after_runs_after_the_streams_work() {
+    scenario_copy_after();
+}

@@ -4,7 +4,8 @@ use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use upcxx_extra_nvshmem_loom::engine_core::{
-    AFTER_STREAM, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled, Signal,
+    AFTER_STREAM, CALLER_TICKET, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled, Signal,
+    UNKNOWN,
 };
 use upcxx_extra_nvshmem_loom::error::Status;
 
@@ -49,6 +50,8 @@ struct Sim {
     refuse_launches: u32,
     /// Copies and launches to fail when they run.
     fail_next: u32,
+    /// Launches of the batch kernel enqueued (failing ones included).
+    launches: usize,
     /// Calls that reached the GPU.
     calls: usize,
     /// Streams destroyed with work queued on them.
@@ -62,6 +65,9 @@ pub struct ModelGpu {
     /// No GPU thread: the GPU runs one operation at each query and what a synchronize needs
     /// (the scenarios of several host threads, whose interleavings are what they check).
     inline: bool,
+    /// The GPU runs the newest stream's ready work first (stream 0, the caller's, last): a
+    /// scenario's order across streams then rests on the engine's waits alone.
+    newest_first: bool,
     generation: Arc<AtomicU32>,
     stop: Arc<AtomicBool>,
     /// The word of "mapped host memory" the engine writes its tickets done into (the host
@@ -78,6 +84,7 @@ impl ModelGpu {
         ModelGpu {
             sim: Arc::new(Mutex::new(sim)),
             inline: false,
+            newest_first: false,
             generation: Arc::new(AtomicU32::new(0)),
             stop: Arc::new(AtomicBool::new(false)),
             word: Box::leak(Box::new(std::sync::atomic::AtomicU32::new(0))),
@@ -94,7 +101,9 @@ impl ModelGpu {
     /// Runs one operation that is ready; false when none is.
     fn step(&self) -> bool {
         let mut s = self.sim.lock().unwrap();
-        for i in 0..s.streams.len() {
+        let n = s.streams.len();
+        for k in 0..n {
+            let i = if self.newest_first { n - 1 - k } else { k };
             let st = &s.streams[i];
             if st.done == st.ops.len() {
                 continue;
@@ -173,6 +182,14 @@ impl ModelGpu {
     pub fn word_when_ran(&self, id: usize) -> Option<u32> {
         let s = self.sim.lock().unwrap();
         s.ran.iter().position(|&r| r == id).map(|i| s.word_at_run[i])
+    }
+    /// Streams the engine destroyed (the caller's, stream 0, is never).
+    pub fn destroyed_streams(&self) -> usize {
+        self.sim.lock().unwrap().streams.iter().filter(|st| st.destroyed).count()
+    }
+    /// Launches of the batch kernel enqueued so far (failed ones included).
+    pub fn launches(&self) -> usize {
+        self.sim.lock().unwrap().launches
     }
     /// The next `n` copies or launches enqueued fail when the GPU runs them.
     pub fn fail_next(&self, n: u32) {
@@ -284,6 +301,7 @@ impl Gpu for ModelGpu {
                 return Err("the model refuses this launch".to_string());
             }
             assert!((1..=Self::BATCH_MAX).contains(&batch.len()), "a launch of {} copies", batch.len());
+            s.launches += 1;
             let op = Self::maybe_failing(s, Op::Batch(batch.iter().map(|d| d.src).collect()));
             s.streams[st].ops.push(op);
             if let Some(g) = signal {
@@ -397,8 +415,13 @@ fn check(ok: bool, why: String) -> Result<(), String> {
 /// body drops the engine); the GPU thread is stopped and joined before a failure panics, so no
 /// loom object is dropped while a model thread unwinds.
 fn run(batch_bytes: usize, refuse: u32, body: fn(Engine<ModelGpu>, &ModelGpu) -> Result<(), String>) {
+    run_with(batch_bytes, refuse, false, body)
+}
+
+fn run_with(batch_bytes: usize, refuse: u32, newest_first: bool, body: fn(Engine<ModelGpu>, &ModelGpu) -> Result<(), String>) {
     model(move || {
-        let g = ModelGpu::new(refuse);
+        let mut g = ModelGpu::new(refuse);
+        g.newest_first = newest_first;
         let gpu = gpu_thread(g.clone());
         let r = body(Engine::new(g.clone(), 0, batch_bytes), &g);
         g.stop.store(true, Ordering::Release);
@@ -420,6 +443,7 @@ pub fn scenario_order() {
         wait_landed(&e, g, b, 2)?;
         wait_landed(&e, g, a, 1)?;
         drop(e);
+        check(g.destroyed_streams() == 1, "dropping the engine did not release its stream".into())?;
         check(g.ran() == vec![1, 2], format!("the stream ran the copies out of issue order: {:?}", g.ran()))
     });
 }
@@ -677,7 +701,10 @@ pub fn scenario_failed_copy() {
         check(settled == Settled::Redo, format!("a failure settled {settled:?} on an open engine"))?;
         check(e.complete(a, r, &req(1, 4096, 0)).is_err(), "a failure settled twice".into())?;
         let text = e.take_error();
-        check(text.contains("4096 bytes") && text.contains("it was redone"), format!("take_error: {text:?}"))?;
+        check(
+            text.contains("4096 bytes") && text.contains("model error 700") && text.contains("it was redone"),
+            format!("take_error: {text:?}"),
+        )?;
         check(e.take_error().is_empty(), "the failure was named twice".into())?;
         check(e.drain() == 0, "drain() counted a redone failure".into())
     });
@@ -721,5 +748,50 @@ pub fn scenario_failed_on_stream() {
         check(r == FAULT && settled == Settled::Report, format!("after() behind the fault: {r}, {settled:?}"))?;
         check(e.take_error().contains("after()"), "the wait's failure is not named".into())?;
         check(e.drain() == 0, "drain() counted failures of callers' streams".into())
+    });
+}
+
+/// Tickets never issued poll UNKNOWN and are refused by complete(); a closed engine reopened
+/// copies again; the counts say what was issued and batched, and a batch size set to 0 batches
+/// nothing from then on; a full batch is launched at once (the model's launch holds 4).
+pub fn scenario_tickets_and_counts() {
+    run(64, 0, |e, g| {
+        for t in [0, 99, CALLER_TICKET | 7] {
+            check(e.poll(t, None) == Ok(UNKNOWN), format!("ticket {t} never issued polled {:?}", e.poll(t, None)))?;
+            check(e.complete(t, SUCCESS, &req(0, 0, 0)).is_err(), format!("ticket {t} never issued was settled"))?;
+        }
+        e.close();
+        e.reopen();
+        let mut tickets = Vec::new();
+        for id in 1..=5 {
+            tickets.push((e.copy(&req(id, 8, DEVICE_ENDS)).map_err(|x| format!("copy {id} after reopen(): {x:?}"))?, id));
+        }
+        check(g.launches() == 1, format!("4 batched copies (a full launch) made {} launches", g.launches()))?;
+        e.set_batch_bytes(0);
+        tickets.push((e.copy(&req(6, 8, DEVICE_ENDS)).unwrap(), 6));
+        for (t, id) in tickets {
+            wait_landed(&e, g, t, id)?;
+        }
+        let c = e.counts();
+        check(c.fast == 6 && c.batched == 5, format!("counts {c:?}: want 6 issued, 5 batched"))?;
+        check(g.launches() == 2, format!("5 batched copies made {} launches", g.launches()))
+    });
+}
+
+/// copy_after: a copy ordered after the work queued on a caller's stream (a large copy there)
+/// runs after it, batched size or not (it never joins the batch, which nothing orders after that
+/// stream), on a GPU that runs the engine's stream first whenever it can.
+pub fn scenario_copy_after() {
+    run_with(64, 0, true, |e, g| {
+        let on = e.copy(&CopyReq { flags: ON_STREAM, ..req(1, 4096, 0) }).unwrap();
+        let small = e.copy(&CopyReq { flags: AFTER_STREAM | DEVICE_ENDS, ..req(2, 8, 0) }).unwrap();
+        let large = e.copy(&CopyReq { flags: AFTER_STREAM, ..req(3, 4096, 0) }).unwrap();
+        check(e.copy(&CopyReq { flags: AFTER_STREAM | ON_STREAM, ..req(4, 8, 0) }).is_err(), "on and after at once".into())?;
+        wait_landed(&e, g, small, 2)?;
+        wait_landed(&e, g, large, 3)?;
+        wait_watched_batch(&e, on, "the copy on the stream")?;
+        let ran = g.ran();
+        let at = |id| ran.iter().position(|&r| r == id);
+        check(at(1) < at(2) && at(1) < at(3), format!("copy_after ran before the stream's earlier work: {ran:?}"))
     });
 }
