@@ -516,18 +516,22 @@ public:
     /// stream in the call. Same arguments, return value and completions as copy() (its
     /// completions at the calling persona's progress once the bytes landed).
     ///   - A fast copy on the heap's device (`stream` is a stream of it: 0, cudaStreamLegacy and
-    ///     cudaStreamPerThread when it is the calling thread's current device) is one
-    ///     cudaMemcpyAsync on `stream` itself; on a stream of another device it runs on the
-    ///     heap's stream between two events (after `stream`'s work, and `stream` waits for it).
-    ///     Copies on a stream are not batched: each is issued in its call.
+    ///     cudaStreamPerThread when it is the calling thread's current device) is issued on
+    ///     `stream` itself: with heap memory at both ends and at most copy_batch_bytes(), one
+    ///     launch of the heap's copy kernel that also writes the copy's completion word;
+    ///     otherwise one cudaMemcpyAsync and a stream write after it. On a stream of another
+    ///     device it runs on the heap's stream between two events (after `stream`'s work, and
+    ///     `stream` waits for it). Separate calls are not batched: each is issued in its call
+    ///     (copies_on_stream moves many in one launch).
     ///   - A copy that is upcxx::copy (an end not mapped here, the public-API mode): the host
     ///     waits for `stream`'s earlier work, then `stream` waits on the GPU (cuStreamWaitValue32
     ///     on a flag in mapped host memory) until the copy's operation completion has run, which
     ///     takes UPC++ progress on the master persona or the calling one: do not block on `stream` (for instance
     ///     cudaStreamSynchronize) before that progress; wait with after(stream) instead.
     ///   - A fast copy with remote_cx::as_rpc, while a copy_on_stream that is upcxx::copy has not
-    ///     completed: the call makes upcxx::progress() until it has (at most 60 s), so that the
-    ///     copy is not held behind it where upcxx::discharge() (internal-level progress) waits.
+    ///     completed: the call makes upcxx::progress() until it has, so that the copy is not held
+    ///     behind it where upcxx::discharge() (internal-level progress) waits; after 60 s it
+    ///     throws errc copies_in_flight, nothing copied.
     /// Throws as copy() does, errc stream_capture for a stream being captured into a CUDA graph
     /// (nothing copied), errc forked in a fork() child (before any CUDA call).
     template <class... A>
