@@ -79,6 +79,18 @@ using standin_fail_fn = int (*)(int);
 static standin_fail_fn standin_fail_control(const char *name) {
     return reinterpret_cast<standin_fail_fn>(dlsym(RTLD_DEFAULT, name));
 }
+// uxn_standin_fail_next_copies, or nullptr once group `group` said it is skipped (a real GPU);
+// `what` names the copy it fails ("a copy", "a copy_on_stream").
+static standin_fail_fn standin_fail_copies(const char *group, const char *what) {
+    const standin_fail_fn f = standin_fail_control("uxn_standin_fail_next_copies");
+    if (!f) {
+        const std::string why = std::string("runs on the CUDA stand-in only: it fails ") + what +
+                                " asynchronously through the stand-in's uxn_standin_fail_next_copies, which a GPU "
+                                "cannot do safely";
+        skip(group, why.c_str());
+    }
+    return f;
+}
 
 static const char *sz(std::size_t n) { return n >= MiB ? "64 MiB" : "4 KiB"; }
 

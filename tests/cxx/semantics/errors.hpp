@@ -123,13 +123,8 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
     // cannot provoke one safely on a GPU.
     int salt = 40;
     const unsigned char *peer_b = static_cast<const unsigned char *>(nvshmem_ptr(b, next));
-    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
-    if (!fail_copies) {
-        skip("F4",
-             "runs on the CUDA stand-in only: it fails a copy asynchronously through the stand-in's "
-             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
-        return;
-    }
+    const standin_fail_fn fail_copies = standin_fail_copies("F4", "a copy");
+    if (!fail_copies) return;
     if (!mapped || forced) {
         skip("F4",
              "the fast path is not taken here (NVSHMEM does not map the next PE, UPCXX_EXTRA_NVSHMEM_COPY=upcxx, or "
@@ -151,13 +146,8 @@ static void f4_failed_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *
 // =================================================================================================
 // F12: destroy() waits for the redo of a fast copy that failed after it was issued.
 static void f12_redo_before_destroy(unsigned char *a, unsigned char *b) {
-    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
-    if (!fail_copies) {
-        skip("F12",
-             "runs on the CUDA stand-in only: it fails a copy asynchronously through the stand-in's "
-             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
-        return;
-    }
+    const standin_fail_fn fail_copies = standin_fail_copies("F12", "a copy");
+    if (!fail_copies) return;
     if (!mapped || forced) {
         skip("F12", "the fast path is not taken here");
         return;

@@ -413,13 +413,8 @@ static void f24_capture(nvshmem_heap &heap, unsigned char *a, unsigned char *b) 
 }
 
 static void f25_failed_stream_copy(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
-    const standin_fail_fn fail_copies = standin_fail_control("uxn_standin_fail_next_copies");
-    if (!fail_copies) {
-        skip("F25",
-             "runs on the CUDA stand-in only: it fails a copy_on_stream asynchronously through the stand-in's "
-             "uxn_standin_fail_next_copies, which a GPU cannot do safely");
-        return;
-    }
+    const standin_fail_fn fail_copies = standin_fail_copies("F25", "a copy_on_stream");
+    if (!fail_copies) return;
     if (!mapped || forced) {
         skip("F25", "the fast path is not taken here");
         return;
