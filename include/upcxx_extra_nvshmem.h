@@ -695,6 +695,14 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_forked(const struct
                                                                     bool *forked);
 
 /**
+ * OK when this process made the engine; FORKED in a fork() child of the one that did (the last
+ * error then says why nothing can be done there): the check that every call needing CUDA or
+ * UPC++ makes, for callers that refuse before their own work (the C++ layer's `upcxx::copy`
+ * path). Statuses: OK; NULL_ARGUMENT; FORKED. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_check_usable(const struct upcxx_extra_nvshmem_engine_t *e);
+
+/**
  * A ticket for work done outside the engine (the C++ layer: an `upcxx::copy`) that streams may
  * wait for (`engine_stream_wait_ticket`); `engine_ticket_done` when that work is over. Tickets
  * are done in issue order (a later one done first waits for the earlier ones).

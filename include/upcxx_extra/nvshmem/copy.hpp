@@ -340,7 +340,7 @@ struct copy_path {
     // CUDA call: in a fork() child this comes before any, as a child's CUDA call fails in its own way.
     static void check_usable(const Heap &h, const char *fn = "nvshmem_heap::copy") {
         if (!h.active()) throw Heap::inactive(fn);
-        if (h.engine().forked()) throw forked_error(fn);
+        h.engine().check_usable(fn);
     }
     // The checks of every copy that may have a device end, in both modes.
     template <class S, class D>

@@ -351,7 +351,7 @@ public:
     /// can run there).
     std::size_t update() {
         const char *what = "nvshmem_heap::update";
-        if (active_ && engine_->forked()) throw detail::forked_error(what);
+        if (active_) engine_->check_usable(what);
         if (!upcxx::initialized()) throw inactive(what);
         detail::rank_entry mine{};
         detail::outcome out = detail::attempt([&] {
@@ -569,7 +569,7 @@ public:
     /// otherwise. In a fork() child it throws errc forked.
     void check_copies() {
         if (!engine_) return;
-        if (engine_->forked()) throw detail::forked_error("nvshmem_heap::check_copies");
+        engine_->check_usable("nvshmem_heap::check_copies");
         std::string e = engine_->take_error();
         if (!e.empty()) throw nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_CUDA_ERROR, e, nvshmem_errc::cuda);
     }

@@ -109,11 +109,15 @@ impl<G: Gpu> Engine<G> {
         self.gpu.fork_generation() != self.generation
     }
 
-    fn refuse_forked(&self) -> Result<()> {
+    /// FORKED in a fork() child of the process that made the engine (the one check of every call
+    /// that needs CUDA, the C++ layer's included), with the one message for it.
+    pub fn refuse_forked(&self) -> Result<()> {
         if self.forked() {
             return Err(Error::new(
                 Status::Forked,
-                "this process is a fork() child of the one that made the engine; CUDA does not survive fork(), so nothing was done",
+                "this process is a fork() child of the one that made the heap; neither CUDA nor UPC++ survive fork(), so \
+                 nothing was done (copy in the parent, or exec() a program that initialises UPC++ and NVSHMEM itself; \
+                 destroy() here only forgets the child's copy of the heap)",
             ));
         }
         Ok(())
