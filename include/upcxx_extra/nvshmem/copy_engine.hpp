@@ -56,18 +56,6 @@ namespace detail {
 template <class Fn>
 void queue_internal(upcxx::persona &p, Fn &&fn);
 
-/// The error of every heap call that needs the heap's UPC++ or CUDA objects, in a fork() child of
-/// the process that made the heap: the engine's status for it (FORKED), errc forked.
-inline nvshmem_error forked_error(const char *fn) {
-    return nvshmem_error(UPCXX_EXTRA_NVSHMEM_STATUS_FORKED,
-                         std::string(fn) +
-                             ": this process is a fork() child of the one that made the heap; neither CUDA nor "
-                             "UPC++ survive fork(), so nothing was done (copy in the parent, or exec() a program "
-                             "that initialises UPC++ and NVSHMEM itself; destroy() here only forgets the child's "
-                             "copy of the heap)",
-                         nvshmem_errc::forked);
-}
-
 /// The CUDA stream a copy is ordered after, or none. Every cudaStream_t value is a stream here:
 /// 0 (the legacy default stream, where a plain kernel<<<g, b>>> runs), cudaStreamLegacy,
 /// cudaStreamPerThread and created streams alike. The first three are the calling thread's
@@ -144,11 +132,13 @@ struct flight {
     // Set by the engine: finish() runs in internal-level progress (only a landed copy's remote
     // completion may be sent there; the rest goes on to user level).
     bool in_internal = false;
-    // Set by the engine: the copy as issued (reissued once, at internal level, when CUDA fails a
-    // copy that owes a remote completion), and whether it was.
-    upcxx_extra_nvshmem_engine_copy_t issued{};
+    // Set by reissue(): whether the copy was issued again, and how it was settled there.
     bool reissued = false;
-    int settled = 0;  // 1: settled REDO (counted in fallbacks_in_flight), 2: REPORT, by reissue()
+    signed char settled = 0;  // 1: settled REDO (counted in fallbacks_in_flight), 2: REPORT, by reissue()
+    // Set by the engine for a copy that owes a remote completion (internal): the copy as issued,
+    // which reissue() issues again once when CUDA fails it. Out of line, so that the flight of a
+    // copy with the usual completions stays within malloc's fast bins (fast_flight <= 120 bytes).
+    std::unique_ptr<upcxx_extra_nvshmem_engine_copy_t> issued;
 };
 
 /// The heap's copy engine: the C library's engine (one handle, freed with this object) and the
@@ -202,6 +192,14 @@ public:
         return counts_t{c.fast, fallback_.load(), c.batched};
     }
 
+    /// Throws nvshmem_error (errc forked, status FORKED, the engine's message) in a fork() child of
+    /// the process that made the engine: the engine's one fork check, for the calls that refuse
+    /// before any CUDA or UPC++ work of their own. No CUDA call.
+    void check_usable(const char *fn) const {
+        const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_check_usable(h_.get());
+        if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
+    }
+
     /// Whether this process is a fork() child of the one that made the engine.
     bool forked() const noexcept {
         bool f = false;
@@ -236,10 +234,16 @@ public:
             flags |= std::uint32_t(UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_AFTER_STREAM);
         c.flags = flags;
         c.stream = order.stream;
+        // Allocated before the copy is issued: once CUDA has accepted it nothing can fail.
+        std::unique_ptr<upcxx_extra_nvshmem_engine_copy_t> keep;
+        if (raw->internal) keep.reset(new upcxx_extra_nvshmem_engine_copy_t{});
         std::uint64_t t = 0;
         const upcxx_extra_nvshmem_status_t s = upcxx_extra_nvshmem_engine_copy(h_.get(), &c, &t);
         if (s != UPCXX_EXTRA_NVSHMEM_STATUS_OK) throw engine_error(s, fn);
-        raw->issued = c;
+        if (keep) {
+            *keep = c;
+            raw->issued = std::move(keep);
+        }
         raw->ticket = t;
     }
 
@@ -394,7 +398,7 @@ private:
     // for it; a redo through upcxx::copy would wait for user-level progress). False when it
     // cannot be (the engine is closed, or the copy is refused): the user-level redo follows.
     bool reissue(flight &f, int r) {
-        upcxx_extra_nvshmem_engine_copy_t c = f.issued;
+        upcxx_extra_nvshmem_engine_copy_t c = *f.issued;  // set by start() for every internal copy
         upcxx_extra_nvshmem_engine_settled_t settled = UPCXX_EXTRA_NVSHMEM_ENGINE_SETTLED_REPORT;
         fallbacks_in_flight_->fetch_add(1);  // as complete(): counted before the engine is asked
         // `settled` is written on OK only: any other status leaves REPORT (see settle()).
