@@ -71,18 +71,7 @@ impl<G: Gpu> Engine<G> {
             if let Ok(t) = self.watch_word(&mut st, r.stream, Some(self.device), self.device, false, false) {
                 return Ok(t);
             }
-            // No stream write: an event after the copy tells when it lands.
-            let ev = self.pooled_event(&mut st);
-            match ev.map(|ev| (ev, self.gpu.event_record(ev, r.stream, Some(self.device)))) {
-                Some((ev, Ok(()))) => (ev, NOT_READY),
-                other => {
-                    // Issued, but nothing can tell when it lands: the host waits.
-                    if let Some((ev, _)) = other {
-                        self.gpu.event_destroy(ev); // its state is unknown: not back to the pool
-                    }
-                    (0, self.gpu.stream_synchronize(r.stream, Some(self.device)).err().unwrap_or(SUCCESS))
-                }
-            }
+            self.event_after(&mut st, r.stream)
         };
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
@@ -151,16 +140,7 @@ impl<G: Gpu> Engine<G> {
             match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
                 Ok(t) => t,
                 Err(_) => {
-                    let ev = self.pooled_event(&mut st);
-                    let (event, result) = match ev.map(|ev| (ev, self.gpu.event_record(ev, target, Some(self.device)))) {
-                        Some((ev, Ok(()))) => (ev, NOT_READY),
-                        other => {
-                            if let Some((ev, _)) = other {
-                                self.gpu.event_destroy(ev);
-                            }
-                            (0, self.gpu.stream_synchronize(target, Some(self.device)).err().unwrap_or(SUCCESS))
-                        }
-                    };
+                    let (event, result) = self.event_after(&mut st, target);
                     Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true })
                 }
             }
@@ -219,6 +199,22 @@ impl<G: Gpu> Engine<G> {
         }
         let signalled = launch(&mut run, &mut batched, signal)?;
         Ok((batched, signalled))
+    }
+
+    /// Under the lock, where no stream write could be enqueued after copies issued on `stream` (of
+    /// the engine's device): a pooled event recorded after them, NOT_READY; or, when none can be
+    /// recorded, the host waits for the stream and the outcome is its result (no event).
+    fn event_after(&self, st: &mut State, stream: Handle) -> (Handle, Code) {
+        let ev = self.pooled_event(st);
+        match ev.map(|ev| (ev, self.gpu.event_record(ev, stream, Some(self.device)))) {
+            Some((ev, Ok(()))) => (ev, NOT_READY),
+            other => {
+                if let Some((ev, _)) = other {
+                    self.gpu.event_destroy(ev); // its state is unknown: not back to the pool
+                }
+                (0, self.gpu.stream_synchronize(stream, Some(self.device)).err().unwrap_or(SUCCESS))
+            }
+        }
     }
 
     pub(super) fn watch(st: &mut State, w: Watched) -> CallerTicket {
