@@ -68,6 +68,7 @@ impl<G: Gpu> Engine<G> {
             st.marks.failures.push(Failure { first, last: through, error: e, redone: 0 });
         }
         st.marks.landed = through;
+        self.landed.store(through, super::Ordering::Release); // the mirror complete() reads
     }
 
     pub(super) fn retire_marks(&self, st: &mut State) {

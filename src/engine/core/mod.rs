@@ -23,12 +23,12 @@
 #[cfg(loom)]
 use loom::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 #[cfg(not(loom))]
 use std::sync::{
     Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
 };
 
 use crate::error::{Error, Result, Status};
@@ -75,6 +75,9 @@ pub struct Engine<G: Gpu> {
     closed: AtomicBool,
     fast: AtomicUsize,
     batched: AtomicUsize,
+    /// `State::marks.landed`, mirrored (written under the lock where it is raised): lets
+    /// [`Engine::complete`] settle a landed copy of the engine's stream without the lock.
+    landed: AtomicU64,
     state: Mutex<State>,
 }
 
@@ -100,6 +103,7 @@ impl<G: Gpu> Engine<G> {
             closed: AtomicBool::new(false),
             fast: AtomicUsize::new(0),
             batched: AtomicUsize::new(0),
+            landed: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         }
     }
@@ -201,6 +205,11 @@ impl<G: Gpu> Engine<G> {
     /// caller's stream's), or one not over; `Err(Forked)` in a fork() child.
     pub fn complete(&self, t: u64, e: Code, what: &CopyReq) -> Result<Settled> {
         self.refuse_forked()?;
+        // The usual case, a landed copy of the engine's stream: nothing is kept for it, and a
+        // ticket up to the mirror of `marks.landed` was issued and is over (the checks below).
+        if e == SUCCESS && t & CALLER_TICKET == 0 && t != 0 && t <= self.landed.load(Ordering::Acquire) {
+            return Ok(Settled::Landed);
+        }
         let mut st = self.lock();
         let w = if t & CALLER_TICKET != 0 {
             match st.callers.watched.remove(&t) {
