@@ -49,19 +49,20 @@ __device__ void uxn_copy_share(const uxn_copy_desc d) {
 extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) { uxn_copy_share(b.d[blockIdx.y]); }
 
 // The launch's completion word, after the copies of every block: each block's stores are made
-// visible to the system before it counts itself done (a fence by one thread after the block's
-// barrier); the last block to count resets the counter and stores the value (a lone block stores
-// it without counting).
+// visible to the device before it counts itself done (a device-scope fence by one thread after
+// the block's barrier); the last block to count (atomicInc wraps the counter back to zero) makes
+// every block's stores visible to the system with one system-scope fence (cumulative: it covers
+// the stores the counter ordered before it), then stores the value. A lone block only fences and
+// stores.
 __device__ void uxn_signal_done(const uxn_signal sig) {
     __syncthreads();
     if (threadIdx.x != 0) return;
-    __threadfence_system();
     const unsigned blocks = gridDim.x * gridDim.y;
     if (blocks > 1) {  // one block: no other to wait for
-        if (atomicAdd(sig.counter, 1u) != blocks - 1) return;
-        *sig.counter = 0;
-        __threadfence_system();
+        __threadfence();
+        if (atomicInc(sig.counter, blocks - 1) != blocks - 1) return;
     }
+    __threadfence_system();
     *(volatile unsigned int *)sig.word = sig.value;
 }
 
