@@ -16,7 +16,22 @@
 //!   write, a batch ending with launches) land after they ran, and drain() waits for them;
 //! - a copy the GPU fails (the model's context then faults) is polled with the fault and settled
 //!   REDO while the engine is open, REPORT once closed, and drain() counts only those not redone;
-//!   on a caller's stream a failed copy is redone, a failed batch and a wait only reported.
+//!   on a caller's stream a failed copy is redone, a failed batch and a wait only reported;
+//! - wait_all() returns with every copy issued run (a batch not yet launched, a copy issued after
+//!   the pending mark), their outcomes known; a failure blames only the copies since the mark
+//!   before it;
+//! - a stream being captured into a CUDA graph is refused for copies on it or after it;
+//! - a copy the driver refuses after a refused launch is over with the refusal, those before it
+//!   with what the host's wait found, and no later copy is taken for landed;
+//! - every event the engine made is destroyed once when it is dropped (callers' tickets told by
+//!   events where stream writes are refused included);
+//! - copy_on_stream launches only small copies of device memory, and a batch ending with a launch
+//!   needs no stream write; on a stream of another device the copies keep that stream's order,
+//!   and a gate wait there uses that device's context;
+//! - plain copies wait for no caller's stream, and only small copies of device memory are batched.
+//!
+//! After every run() the model also checks that nothing was enqueued on a stream in another
+//! device's context and that each launch's completion counter is a word it handed out.
 //!
 //! The bugs these scenarios must catch come from cargo-mutants (docs/testing.md): the engine's
 //! source has no bug switch.
@@ -103,4 +118,49 @@ fn tickets_never_issued_and_counts() {
 #[test]
 fn copy_after_runs_after_the_streams_work() {
     scenario_copy_after();
+}
+
+#[test]
+fn wait_all_launches_the_batch_and_trusts_no_stale_mark() {
+    scenario_wait_all();
+}
+
+#[test]
+fn a_failure_blames_only_the_copies_since_the_last_mark() {
+    scenario_failure_blames_its_copies_only();
+}
+
+#[test]
+fn streams_being_captured_are_refused() {
+    scenario_stream_capture();
+}
+
+#[test]
+fn refused_launch_then_refused_copy() {
+    scenario_refused_fallback_copy();
+}
+
+#[test]
+fn callers_tickets_told_by_events_leak_none() {
+    scenario_event_tickets();
+}
+
+#[test]
+fn refused_copy_retires_the_marks_before_it() {
+    scenario_refused_copy_retires_marks();
+}
+
+#[test]
+fn copy_on_stream_launches_small_device_copies_only() {
+    scenario_on_stream_paths();
+}
+
+#[test]
+fn copies_on_a_stream_of_another_device_keep_its_order() {
+    scenario_other_device_stream();
+}
+
+#[test]
+fn plain_copies_wait_for_no_callers_stream() {
+    scenario_plain_copies();
 }

@@ -26,6 +26,14 @@ enum Op {
 
 /// The fault a failed operation leaves in the model's context (`CUDA_ERROR_ILLEGAL_ADDRESS`).
 pub const FAULT: Code = 700;
+/// What the model's driver answers a copy it refuses (`CUDA_ERROR_INVALID_VALUE`).
+pub const REFUSED: Code = 1;
+
+/// Handles of callers' streams being captured into a CUDA graph (no work is ever queued on them):
+/// one whose capture is active, one whose capture was invalidated, one the driver cannot say.
+pub const CAPTURED: Handle = 1000;
+pub const INVALIDATED: Handle = 1001;
+pub const CAPTURE_UNKNOWN: Handle = 1002;
 
 #[derive(Default)]
 struct Stream {
@@ -48,10 +56,28 @@ struct Sim {
     phase: u32,
     /// Launches to refuse.
     refuse_launches: u32,
+    /// Callers' streams of device 1 (the engine's is device 0): their handles.
+    other_device: Vec<Handle>,
+    /// Work enqueued on a stream in the context of another device than the stream's (CUDA
+    /// refuses it; the model counts it, checked by the scenarios).
+    wrong_context: usize,
+    /// A copy the driver refuses (`cuMemcpyAsync` returns [`REFUSED`]): its id.
+    refuse_copy: Option<usize>,
+    /// The driver refuses stream writes (`cuStreamWriteValue32`): callers' tickets are events.
+    refuse_stream_writes: bool,
+    /// Events destroyed (by index), and destroys of an event never made or destroyed already.
+    freed: Vec<bool>,
+    bad_destroys: usize,
     /// Copies and launches to fail when they run.
     fail_next: u32,
     /// Launches of the batch kernel enqueued (failing ones included).
     launches: usize,
+    /// Stream writes enqueued.
+    writes: usize,
+    /// The blocks of device words handed out (first address, words), and launches whose
+    /// completion word's counter lies outside them (checked by the scenarios).
+    device_blocks: Vec<(usize, usize)>,
+    bad_counters: usize,
     /// Calls that reached the GPU.
     calls: usize,
     /// Streams destroyed with work queued on them.
@@ -89,6 +115,14 @@ impl ModelGpu {
             stop: Arc::new(AtomicBool::new(false)),
             word: Box::leak(Box::new(std::sync::atomic::AtomicU32::new(0))),
             fault: Box::leak(Box::new(std::sync::atomic::AtomicBool::new(false))),
+        }
+    }
+
+    /// Counts work enqueued on stream `st` in device `ctx`'s context when `st` is another's.
+    fn in_context(s: &mut Sim, st: Handle, ctx: Option<i32>) {
+        let dev = i32::from(s.other_device.contains(&st));
+        if ctx.is_some_and(|d| d != dev) {
+            s.wrong_context += 1;
         }
     }
 
@@ -191,6 +225,35 @@ impl ModelGpu {
     pub fn launches(&self) -> usize {
         self.sim.lock().unwrap().launches
     }
+    /// A new caller's stream, of device 1 (another device than the engine's).
+    pub fn stream_of_another_device(&self) -> Handle {
+        let mut s = self.sim.lock().unwrap();
+        s.streams.push(Stream::default());
+        let h = s.streams.len() - 1;
+        s.other_device.push(h);
+        h
+    }
+    /// The caller's own work on stream `st`: a copy named `id`.
+    pub fn enqueue(&self, st: Handle, id: usize) {
+        self.sim.lock().unwrap().streams[st].ops.push(Op::Copy(id));
+    }
+    /// The driver refuses every stream write from now on.
+    pub fn refuse_stream_writes(&self) {
+        self.sim.lock().unwrap().refuse_stream_writes = true;
+    }
+    /// Events made and not destroyed, and destroys of an event never made or destroyed already.
+    pub fn events_leaked_and_bad_destroys(&self) -> (usize, usize) {
+        let s = self.sim.lock().unwrap();
+        (s.freed.iter().filter(|f| !**f).count(), s.bad_destroys)
+    }
+    /// The driver refuses copy `id` whenever it is issued (nothing enqueued).
+    pub fn refuse_copy(&self, id: usize) {
+        self.sim.lock().unwrap().refuse_copy = Some(id);
+    }
+    /// Stream writes enqueued so far.
+    pub fn stream_writes(&self) -> usize {
+        self.sim.lock().unwrap().writes
+    }
     /// The next `n` copies or launches enqueued fail when the GPU runs them.
     pub fn fail_next(&self, n: u32) {
         self.sim.lock().unwrap().fail_next = n;
@@ -220,6 +283,12 @@ impl ModelGpu {
     pub fn phase_when_ran(&self, id: usize) -> Option<u32> {
         let s = self.sim.lock().unwrap();
         s.ran.iter().position(|&r| r == id).map(|i| s.phase_at_run[i])
+    }
+    /// Work enqueued on a stream in another device's context, and launches whose completion
+    /// word's counter is not a word the model handed out.
+    pub fn wrong_context(&self) -> usize {
+        let s = self.sim.lock().unwrap();
+        s.wrong_context + s.bad_counters
     }
     pub fn busy_destroys(&self) -> usize {
         self.sim.lock().unwrap().busy_destroys
@@ -252,12 +321,19 @@ impl Gpu for ModelGpu {
     fn event_create(&self, _ctx: Option<i32>) -> Result<Handle, Code> {
         Ok(self.with(|s| {
             s.events.push(None);
+            s.freed.push(false);
             s.events.len()
         }))
     }
-    fn event_destroy(&self, _e: Handle) {}
-    fn event_record(&self, e: Handle, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+    fn event_destroy(&self, e: Handle) {
+        self.with(|s| match s.freed.get_mut(e.wrapping_sub(1)) {
+            Some(f) if !*f => *f = true,
+            _ => s.bad_destroys += 1, // checked by the scenarios (a panic here may be in a drop)
+        })
+    }
+    fn event_record(&self, e: Handle, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
+            Self::in_context(s, st, ctx);
             assert!(!s.streams[st].destroyed, "an event recorded on a destroyed stream");
             let n = s.streams[st].ops.len();
             s.events[e - 1] = Some((st, n));
@@ -286,16 +362,21 @@ impl Gpu for ModelGpu {
         });
         Ok(())
     }
-    fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+    fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
+            Self::in_context(s, st, ctx);
+            if s.refuse_copy == Some(src) {
+                return Err(REFUSED);
+            }
             assert!(!s.streams[st].destroyed, "a copy on a destroyed stream");
             let op = Self::maybe_failing(s, Op::Copy(src));
             s.streams[st].ops.push(op);
-        });
-        Ok(())
+            Ok(())
+        })
     }
-    fn launch_batch(&self, _device: i32, st: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
+    fn launch_batch(&self, device: i32, st: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
         self.with(|s| {
+            Self::in_context(s, st, Some(device));
             if s.refuse_launches > 0 {
                 s.refuse_launches -= 1;
                 return Err("the model refuses this launch".to_string());
@@ -303,22 +384,36 @@ impl Gpu for ModelGpu {
             assert!((1..=Self::BATCH_MAX).contains(&batch.len()), "a launch of {} copies", batch.len());
             s.launches += 1;
             let op = Self::maybe_failing(s, Op::Batch(batch.iter().map(|d| d.src).collect()));
+            let fails = matches!(op, Op::Fail);
             s.streams[st].ops.push(op);
-            if let Some(g) = signal {
-                // The launch's last block stores the word once every copy of it landed.
+            if let Some(g) = signal
+                && !s.device_blocks.iter().any(|&(a, n)| g.counter >= a && g.counter < a + 4 * n && (g.counter - a) % 4 == 0)
+            {
+                s.bad_counters += 1;
+            }
+            if let Some(g) = signal
+                && !fails
+            {
+                // The launch's last block stores the word once every copy of it landed (a launch
+                // that faults never gets there).
                 s.streams[st].ops.push(Op::WriteValue(g.word, g.value));
             }
             Ok(())
         })
     }
-    fn stream_device(&self, _s: Handle) -> i32 {
-        0
+    fn stream_device(&self, s: Handle) -> i32 {
+        i32::from(self.sim.lock().unwrap().other_device.contains(&s))
     }
-    fn stream_capturing(&self, _s: Handle) -> Result<Option<bool>, Code> {
-        Ok(None)
+    fn stream_capturing(&self, s: Handle) -> Result<Option<bool>, Code> {
+        match s {
+            CAPTURED => Ok(Some(false)),
+            INVALIDATED => Ok(Some(true)),
+            CAPTURE_UNKNOWN => Err(FAULT),
+            _ => Ok(None),
+        }
     }
     fn device_count(&self) -> i32 {
-        1
+        2
     }
     fn mapped_word(&self, _device: i32) -> Result<(usize, usize), Code> {
         let a = self.word as *const _ as usize;
@@ -333,14 +428,21 @@ impl Gpu for ModelGpu {
     fn device_words(&self, _device: i32, words: usize) -> Result<usize, Code> {
         let block: &'static [std::sync::atomic::AtomicU32] =
             Box::leak((0..words).map(|_| std::sync::atomic::AtomicU32::new(0)).collect::<Vec<_>>().into_boxed_slice());
-        Ok(block.as_ptr() as usize)
+        let a = block.as_ptr() as usize;
+        self.with(|s| s.device_blocks.push((a, words)));
+        Ok(a)
     }
-    fn stream_write_value32(&self, st: Handle, addr: usize, value: u32, _ctx: Option<i32>) -> Result<(), Code> {
+    fn stream_write_value32(&self, st: Handle, addr: usize, value: u32, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
+            Self::in_context(s, st, ctx);
+            if s.refuse_stream_writes {
+                return Err(REFUSED);
+            }
             assert!(!s.streams[st].destroyed, "a write on a destroyed stream");
+            s.writes += 1;
             s.streams[st].ops.push(Op::WriteValue(addr, value));
-        });
-        Ok(())
+            Ok(())
+        })
     }
     fn stream_query(&self, _st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
         if self.inline {
@@ -348,9 +450,12 @@ impl Gpu for ModelGpu {
         }
         self.faulted()
     }
-    fn stream_wait_value32(&self, _device: i32, st: Handle, addr: usize, value: u32) -> Result<(), String> {
+    fn stream_wait_value32(&self, device: i32, st: Handle, addr: usize, value: u32) -> Result<(), String> {
         assert_eq!(addr, self.word as *const _ as usize, "a wait on a word the model did not map");
-        self.with(|s| s.streams[st].ops.push(Op::WaitValue(value)));
+        self.with(|s| {
+            Self::in_context(s, st, Some(device));
+            s.streams[st].ops.push(Op::WaitValue(value))
+        });
         Ok(())
     }
     fn result_name(&self, c: Code) -> String {
@@ -427,10 +532,19 @@ fn run_with(batch_bytes: usize, refuse: u32, newest_first: bool, body: fn(Engine
         g.stop.store(true, Ordering::Release);
         gpu.join().unwrap();
         let busy = g.busy_destroys();
+        let (leaked, bad) = g.events_leaked_and_bad_destroys();
+        let wrong = g.wrong_context();
         if let Err(why) = r {
             panic!("{why}");
         }
         assert_eq!(busy, 0, "a stream destroyed with work queued on it");
+        assert_eq!(bad, 0, "an event destroyed twice, or one never made");
+        assert_eq!(wrong, 0, "work enqueued on a stream in another device's context, or a launch counter out of its block");
+        // The engine is dropped: every event it made is destroyed (in a fork() child it forgets
+        // them: the parent's).
+        if g.generation.load(Ordering::Relaxed) == 0 {
+            assert_eq!(leaked, 0, "events the dropped engine did not destroy");
+        }
     });
 }
 
@@ -614,25 +728,40 @@ pub fn scenario_drain_releases_tickets() {
 /// Copies on a caller's stream, one (copy_on_stream) then a batch of a small and a large one
 /// (copy_batch_on_stream), then an after(), with the GPU on its own thread: each ticket is the
 /// word the stream writes, and none is reported over before every copy queued before it ran, in
-/// the order issued.
+/// the order issued. Only small copies of device memory are launched, up to 4 a launch (the
+/// model's), and where the work ends with a launch that launch writes the word (no stream write).
 pub fn scenario_stream_words() {
     run(64, 0, |e, g| {
         let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
-        let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 4096, DEVICE_ENDS)]).unwrap();
+        check(
+            g.launches() == 1 && g.stream_writes() == 0,
+            format!("a small copy: {} launches, {} writes", g.launches(), g.stream_writes()),
+        )?;
+        let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 4096, DEVICE_ENDS), req(10, 8, 0)]).unwrap();
+        check(
+            g.launches() == 2 && g.stream_writes() == 1,
+            format!("a batch ending with a copy: {} launches, {} writes", g.launches(), g.stream_writes()),
+        )?;
         // Ends with two launches (the model's launch holds 4): the last one writes the word.
         let small: Vec<CopyReq> = (5..=9).map(|id| req(id, 8, DEVICE_ENDS)).collect();
         let l = e.copy_batch_on_stream(0, &[&[req(4, 4096, DEVICE_ENDS)], &small[..]].concat()).unwrap();
+        check(
+            g.launches() == 4 && g.stream_writes() == 1,
+            format!("a batch ending with launches: {} launches, {} writes", g.launches(), g.stream_writes()),
+        )?;
+        let counts = e.counts();
+        check(counts.fast == 10 && counts.batched == 7, format!("counts {counts:?}: want 10 issued, 7 batched"))?;
         let w = e.after(0).unwrap();
+        let order = [1, 2, 3, 10, 4, 5, 6, 7, 8, 9];
         for (t, upto, what) in [
             (c, 1, "the copy on the stream"),
-            (b, 3, "the batch on the stream"),
-            (l, 9, "the batch ending with launches"),
-            (w, 9, "after()"),
+            (b, 4, "the batch on the stream"),
+            (l, 10, "the batch ending with launches"),
+            (w, 10, "after()"),
         ] {
             wait_watched_batch(&e, t, what)?;
             let ran = g.ran();
-            let want: Vec<usize> = (1..=upto).collect();
-            check(ran.len() >= upto && ran[..upto] == want[..], format!("{what} was reported over with only {ran:?} run"))?;
+            check(ran.len() >= upto && ran[..upto] == order[..upto], format!("{what} was reported over with only {ran:?} run"))?;
         }
         check(e.drain() == 0, "drain() reported failed copies".into())
     });
@@ -793,5 +922,247 @@ pub fn scenario_copy_after() {
         let ran = g.ran();
         let at = |id| ran.iter().position(|&r| r == id);
         check(at(1) < at(2) && at(1) < at(3), format!("copy_after ran before the stream's earlier work: {ran:?}"))
+    });
+}
+
+/// wait_all(): the host waits for every copy issued so far, and their outcomes are known from
+/// then on (a poll answers at once). First a batch not yet launched (no mark pending: wait_all
+/// launches it and waits); then two copies under one mark that covers only the first (the second
+/// was issued while that mark was pending): wait_all records a mark after the second instead of
+/// trusting the stale one.
+pub fn scenario_wait_all() {
+    run(64, 0, |e, g| {
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        let b = e.copy(&req(2, 8, DEVICE_ENDS)).unwrap();
+        e.wait_all().map_err(|x| format!("wait_all: {x:?}"))?;
+        check(g.ran() == vec![1, 2], format!("wait_all() returned with the batch not run: {:?}", g.ran()))?;
+        for t in [a, b] {
+            check(e.poll(t, None) == Ok(SUCCESS), format!("ticket {t} after wait_all(): {:?}", e.poll(t, None)))?;
+        }
+        let c = e.copy(&req(3, 4096, 0)).unwrap(); // a mark of its own
+        let d = e.copy(&req(4, 4096, 0)).unwrap(); // that mark pending: none
+        e.wait_all().map_err(|x| format!("wait_all: {x:?}"))?;
+        check(g.ran() == vec![1, 2, 3, 4], format!("wait_all() returned before the last copy ran: {:?}", g.ran()))?;
+        for t in [c, d] {
+            check(e.poll(t, None) == Ok(SUCCESS), format!("ticket {t} after wait_all(): {:?}", e.poll(t, None)))?;
+        }
+        check(e.drain() == 0, "drain() reported failed copies".into())
+    });
+}
+
+/// A copy that landed, then one the GPU fails: the failing copy's mark blames the copies since
+/// the mark before it, that one alone; the landed copy still polls SUCCESS, and once the failure
+/// is redone drain() counts nothing.
+pub fn scenario_failure_blames_its_copies_only() {
+    run(0, 0, |e, g| {
+        let a = e.copy(&req(1, 4096, 0)).unwrap();
+        wait_landed(&e, g, a, 1)?;
+        g.fail_next(1);
+        let b = e.copy(&req(2, 4096, 0)).unwrap();
+        let r = outcome(&e, b)?;
+        check(r == FAULT, format!("a failed copy polled {r}"))?;
+        check(e.poll(a, None) == Ok(SUCCESS), format!("the landed copy blamed for the failure: {:?}", e.poll(a, None)))?;
+        let settled = e.complete(b, r, &req(2, 4096, 0)).map_err(|x| format!("{x:?}"))?;
+        check(settled == Settled::Redo, format!("a failure settled {settled:?} on an open engine"))?;
+        check(e.drain() == 0, "drain() counted a redone failure, or a copy that landed".into())
+    });
+}
+
+/// Streams being captured into a CUDA graph (or whose capture the driver cannot tell): a copy on
+/// one or after one, a batch on one and after() are refused (STREAM_CAPTURE, naming the capture's
+/// state) with nothing reaching the stream; a copy that is neither on nor after a stream ignores
+/// the handle it carries and lands.
+pub fn scenario_stream_capture() {
+    run(64, 0, |e, g| {
+        for (s, why) in [
+            (CAPTURED, "CU_STREAM_CAPTURE_STATUS_ACTIVE"),
+            (INVALIDATED, "CU_STREAM_CAPTURE_STATUS_INVALIDATED"),
+            (CAPTURE_UNKNOWN, "model error 700"),
+        ] {
+            for flags in [ON_STREAM, ON_STREAM | DEVICE_ENDS, AFTER_STREAM, AFTER_STREAM | DEVICE_ENDS] {
+                let r = e.copy(&CopyReq { flags, stream: s, ..req(1, 8, 0) });
+                check(
+                    r.as_ref().is_err_and(|x| x.status == Status::StreamCapture && x.message.contains(why)),
+                    format!("a copy with flags {flags} on stream {s}: {r:?}"),
+                )?;
+            }
+            let r = e.copy_batch_on_stream(s, &[req(2, 8, DEVICE_ENDS)]);
+            check(r.as_ref().is_err_and(|x| x.status == Status::StreamCapture), format!("a batch on stream {s}: {r:?}"))?;
+            let r = e.after(s);
+            check(r.as_ref().is_err_and(|x| x.status == Status::StreamCapture), format!("after() on stream {s}: {r:?}"))?;
+        }
+        check(g.ran().is_empty() && g.launches() == 0, format!("a refused copy ran: {:?}", g.ran()))?;
+        let c = e.counts();
+        check(c.fast == 0, format!("refused copies counted: {c:?}"))?;
+        // Neither on nor after a stream: the handle is not looked at.
+        let t = e.copy(&CopyReq { stream: CAPTURED, ..req(3, 8, DEVICE_ENDS) }).map_err(|x| format!("a plain copy: {x:?}"))?;
+        let u = e.copy(&CopyReq { stream: CAPTURED, ..req(4, 4096, 0) }).map_err(|x| format!("a plain copy: {x:?}"))?;
+        wait_landed(&e, g, t, 3)?;
+        wait_landed(&e, g, u, 4)
+    });
+}
+
+/// A refused launch whose fallback copies the driver refuses in part: the batch's first copy is
+/// issued (and fails on the GPU, faulting the context), the second is refused. The first copy is
+/// over with the fault the host's wait found, the second and those after it with the refusal,
+/// none of them run; a copy issued later is not taken for landed (it polls the context's fault).
+/// Settled on a closed engine, drain() counts each failure once.
+pub fn scenario_refused_fallback_copy() {
+    run(64, 1, |e, g| {
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        let b = e.copy(&req(2, 8, DEVICE_ENDS)).unwrap();
+        let c = e.copy(&req(3, 8, DEVICE_ENDS)).unwrap();
+        g.fail_next(1);
+        g.refuse_copy(2);
+        e.flush_batch().unwrap();
+        check(e.take_error().contains("batching is off"), "the refused launch was not reported".into())?;
+        let d = e.copy(&req(4, 4096, 0)).unwrap();
+        for (t, want) in [(a, FAULT), (b, REFUSED), (c, REFUSED), (d, FAULT)] {
+            let r = outcome(&e, t)?;
+            check(r == want, format!("ticket {t} polled {r}, not {want}"))?;
+        }
+        check(!g.ran().iter().any(|&id| id == 2 || id == 3), format!("a refused copy ran: {:?}", g.ran()))?;
+        e.close();
+        for (t, id) in [(a, 1), (b, 2), (c, 3), (d, 4)] {
+            let settled = e.complete(t, outcome(&e, t)?, &req(id, 8, 0)).map_err(|x| format!("{x:?}"))?;
+            check(settled == Settled::Report, format!("ticket {t} settled {settled:?} on a closed engine"))?;
+        }
+        let n = e.drain();
+        check(n == 4, format!("drain() counted {n} failures not redone, not 4"))
+    });
+}
+
+/// Callers' tickets told by events, where the driver refuses stream writes: a copy on the stream
+/// polled until it landed, an after() settled without a poll (the caller gave up on it), a copy
+/// settled as failed without a poll, one polled only after drain(), and one never polled nor
+/// settled (the engine is dropped with it): each ticket's event is destroyed once, none leaked
+/// (run() checks, once the engine is dropped), and the copies run.
+pub fn scenario_event_tickets() {
+    run(64, 0, |e, g| {
+        g.refuse_stream_writes();
+        let c1 = e.copy(&CopyReq { flags: ON_STREAM, ..req(1, 4096, 0) }).unwrap();
+        wait_watched_batch(&e, c1, "a copy on the stream told by an event")?;
+        check(g.ran().contains(&1), "the copy on the stream was reported over before it ran".into())?;
+        let c2 = e.copy(&CopyReq { flags: ON_STREAM, ..req(2, 4096, 0) }).unwrap();
+        let w = e.after(0).map_err(|x| format!("after(): {x:?}"))?;
+        let settled = e.complete(w, SUCCESS, &req(0, 0, 0)).map_err(|x| format!("settling after(): {x:?}"))?;
+        check(settled == Settled::Landed, format!("after() settled {settled:?}"))?;
+        check(e.poll(w, None) == Ok(UNKNOWN), "a settled ticket still polled".into())?;
+        // Settled as failed with a number the engine did not learn from the GPU (never polled):
+        // the text names it as the caller's number, no driver name.
+        let c3 = e.copy(&CopyReq { flags: ON_STREAM, ..req(3, 4096, 0) }).unwrap();
+        let settled = e.complete(c3, 4, &req(3, 4096, 0)).map_err(|x| format!("settling a copy: {x:?}"))?;
+        check(settled == Settled::Redo, format!("a failed copy on the stream settled {settled:?}"))?;
+        let text = e.take_error();
+        check(text.contains("(CUDA error 4)"), format!("take_error: {text:?}"))?;
+        let _c4 = e.copy(&CopyReq { flags: ON_STREAM, ..req(4, 4096, 0) }).unwrap();
+        // Both pending copies run before drain() waits for them: its waits then take no turn, in
+        // whichever order it takes the tickets (a hash map's, not the same in every execution).
+        while !(g.ran().contains(&2) && g.ran().contains(&4)) {
+            thread::yield_now();
+        }
+        check(e.drain() == 0, "drain() reported failed copies".into())?;
+        wait_watched_batch(&e, c2, "a copy polled after drain()")
+    });
+}
+
+/// A copy with a mark of its own, then a batched copy whose launch is refused and whose fallback
+/// copy the driver refuses: the host's wait lands the first copy and retires its mark (its event
+/// back to the pool, destroyed by drain: run() checks none leaked), the second is over with the
+/// refusal.
+pub fn scenario_refused_copy_retires_marks() {
+    run(64, 1, |e, g| {
+        let z = e.copy(&req(9, 4096, 0)).unwrap(); // a mark of its own
+        g.refuse_copy(1);
+        let a = e.copy(&req(1, 8, DEVICE_ENDS)).unwrap();
+        e.flush_batch().unwrap();
+        check(g.ran() == vec![9], format!("the host's wait did not run the copy before the refused one: {:?}", g.ran()))?;
+        check(e.poll(z, None) == Ok(SUCCESS), format!("the copy before the refused one: {:?}", e.poll(z, None)))?;
+        check(e.poll(a, None) == Ok(REFUSED), format!("the refused copy: {:?}", e.poll(a, None)))?;
+        let settled = e.complete(a, REFUSED, &req(1, 8, 0)).map_err(|x| format!("{x:?}"))?;
+        check(settled == Settled::Redo, format!("the refused copy settled {settled:?}"))?;
+        check(e.drain() == 0, "drain() counted a redone failure".into())
+    });
+}
+
+/// copy_on_stream's two paths on a stream of the engine's device: a small copy with device memory
+/// at both ends is one launch of the batch kernel that writes the ticket's word (counted as
+/// batched); one of host memory, a large one and one of 0 bytes are a cuMemcpyAsync and a stream
+/// write (the kernel copies device memory only). Each lands after it ran.
+pub fn scenario_on_stream_paths() {
+    run(64, 0, |e, g| {
+        for (id, bytes, flags, launches) in [(1, 8, DEVICE_ENDS, 1), (2, 8, 0, 1), (3, 4096, DEVICE_ENDS, 1), (4, 0, DEVICE_ENDS, 1)] {
+            let t = e.copy(&CopyReq { flags: ON_STREAM | flags, ..req(id, bytes, 0) }).map_err(|x| format!("copy {id}: {x:?}"))?;
+            check(g.launches() == launches, format!("copy {id} ({bytes} bytes, flags {flags}): {} launches", g.launches()))?;
+            wait_watched_batch(&e, t, "a copy on the stream")?;
+            check(g.ran().contains(&id), format!("copy {id} reported over before it ran: {:?}", g.ran()))?;
+        }
+        let c = e.counts();
+        check(c.fast == 4 && c.batched == 1, format!("counts {c:?}: want 4 issued, 1 batched"))
+    });
+}
+
+/// copy_on_stream and copy_batch_on_stream on a caller's stream of another device: the copies
+/// run on the engine's stream between the caller's work queued before (100) and after (101, 102)
+/// the call, whichever stream the GPU favours; a single copy is never batched (nothing would
+/// order a batch after the caller's stream); nothing is enqueued on the caller's stream in the
+/// engine's device's context (run() checks).
+pub fn scenario_other_device_stream() {
+    fn body(e: Engine<ModelGpu>, g: &ModelGpu) -> Result<(), String> {
+        let s1 = g.stream_of_another_device();
+        g.enqueue(s1, 100);
+        let t = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, stream: s1, ..req(1, 8, 0) }).map_err(|x| format!("{x:?}"))?;
+        g.enqueue(s1, 101);
+        let b = e.copy_batch_on_stream(s1, &[req(2, 8, DEVICE_ENDS), req(3, 4096, 0)]).map_err(|x| format!("{x:?}"))?;
+        g.enqueue(s1, 102);
+        let w = e.after(s1).map_err(|x| format!("after(): {x:?}"))?;
+        check(t & CALLER_TICKET == 0, "a copy on another device's stream is not the engine stream's".into())?;
+        wait_landed(&e, g, t, 1)?;
+        wait_watched_batch(&e, b, "the batch on another device's stream")?;
+        wait_watched_batch(&e, w, "after()")?;
+        let ran = g.ran();
+        let at = |id| ran.iter().position(|&r| r == id).unwrap_or(usize::MAX);
+        check(
+            at(100) < at(1) && at(1) < at(101) && at(101) < at(2) && at(101) < at(3) && at(2) < at(102) && at(3) < at(102),
+            format!("out of the caller's stream's order: {ran:?}"),
+        )?;
+        // A gate wait on that stream (in its device's context: run() checks) holds its later work
+        // until the ticket is done.
+        let gt = e.stream_ticket();
+        e.stream_waits_for(s1, gt).map_err(|x| format!("stream_waits_for: {x:?}"))?;
+        g.enqueue(s1, 103);
+        g.set_phase(1);
+        e.ticket_done(gt).map_err(|x| format!("ticket_done: {x:?}"))?;
+        let w = e.after(s1).map_err(|x| format!("after(): {x:?}"))?;
+        wait_watched_batch(&e, w, "after() behind the gate")?;
+        check(g.phase_when_ran(103) == Some(1), format!("work behind the gate ran at phase {:?}", g.phase_when_ran(103)))?;
+        check(e.drain() == 0, "drain() reported failed copies".into())
+    }
+    run_with(64, 0, false, body);
+    run_with(64, 0, true, body);
+}
+
+/// The engine's own stream: an upcxx::copy's plain copies (neither on nor after a stream) do not
+/// wait for a caller's stream, which here waits for that very copy's stream ticket (a copy that
+/// waited would never land). Only small copies of device memory join the batch (the kernel copies
+/// device memory only): a small one of host memory and a large one are a cuMemcpyAsync each.
+pub fn scenario_plain_copies() {
+    run(64, 0, |e, g| {
+        let t = e.stream_ticket();
+        e.stream_waits_for(0, t).map_err(|x| format!("stream_waits_for: {x:?}"))?;
+        let behind = e.copy(&CopyReq { flags: ON_STREAM, ..req(9, 4096, 0) }).unwrap();
+        let mut tickets = Vec::new();
+        for (id, bytes, flags) in [(1, 8, 0), (2, 8, DEVICE_ENDS), (3, 4096, DEVICE_ENDS), (4, 8, DEVICE_ENDS)] {
+            tickets.push((e.copy(&req(id, bytes, flags)).map_err(|x| format!("copy {id}: {x:?}"))?, id));
+        }
+        for (t, id) in tickets {
+            wait_landed(&e, g, t, id)?;
+        }
+        check(g.launches() == 2, format!("{} launches for two small copies of device memory, apart", g.launches()))?;
+        let c = e.counts();
+        check(c.fast == 5 && c.batched == 2, format!("counts {c:?}: want 5 issued, 2 batched"))?;
+        check(!g.ran().contains(&9), "the copy behind the stream ticket ran before it was done".into())?;
+        e.ticket_done(t).map_err(|x| format!("ticket_done: {x:?}"))?;
+        wait_watched_batch(&e, behind, "the copy behind the stream ticket")
     });
 }
