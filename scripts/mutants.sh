@@ -12,6 +12,10 @@
 # --test api_engine` of the library crate over the stand-in (the engine's C ABI through the CUDA
 # driver path the models do not see), in a copy whose root manifest is the library's, results in
 # OUTDIR/cargo-test/mutants.out. A mutant missed there too is in OUTDIR/cargo-test's missed.txt.
+#
+# The mutants that cannot matter (equivalent, or performance only: docs/testing.md) are not run:
+# scripts/mutants-excluded.txt holds one --exclude-re regex a line (keyed on the change and its
+# function, never on a line number), each with a comment saying why.
 #   scripts/mutants.sh OUTDIR [cargo-mutants arguments, e.g. --file '**/engine/core/gate.rs']
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,10 +42,15 @@ PY
 cp "$tree/tests/loom/Cargo.lock" "$tree/Cargo.lock"
 files=(--file '**/engine/core/*.rs' --file '**/table/translation.rs' --file '**/table/snapshot.rs' --file '**/table/errors.rs' --file '**/table/peers.rs')
 [ $# -gt 0 ] && files=()
+excluded=()
+while IFS= read -r r; do
+  case "$r" in '' | '#'*) continue ;; esac
+  excluded+=(--exclude-re "$r")
+done <"$ROOT/scripts/mutants-excluded.txt"
 cd "$tree"
 rc=0
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$out/target" cargo mutants --no-shuffle --profile release --timeout 300 \
-  --output "$out" "${files[@]}" "$@" || rc=$?
+  --output "$out" "${files[@]}" "${excluded[@]}" "$@" || rc=$?
 missed="$out/mutants.out/missed.txt"
 # 2 is cargo-mutants' "some mutants were missed"; anything else is its own failure.
 if [ "$rc" != 2 ] || [ -z "${UXN_MUTANTS_STANDIN:-}" ] || [ ! -s "$missed" ]; then exit "$rc"; fi
@@ -55,4 +64,4 @@ for r in "${res[@]}"; do args+=(--re "$r"); done
 cd "$lib"
 mkdir -p "$out/cargo-test"
 LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 CARGO_TARGET_DIR="$out/target-lib" \
-  cargo mutants --no-shuffle --timeout 300 --output "$out/cargo-test" "${files[@]}" "$@" "${args[@]}" -- --test api_engine
+  cargo mutants --no-shuffle --timeout 300 --output "$out/cargo-test" "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- --test api_engine

@@ -28,10 +28,14 @@
 //! - copy_on_stream launches only small copies of device memory, and a batch ending with a launch
 //!   needs no stream write; on a stream of another device the copies keep that stream's order,
 //!   and a gate wait there uses that device's context;
-//! - plain copies wait for no caller's stream, and only small copies of device memory are batched.
+//! - plain copies wait for no caller's stream, and only small copies of device memory are batched;
+//! - an after() whose word the calling thread's context refuses (a stream of another device) is
+//!   written in that device's context and probed for a fault there; on a stream whose device the
+//!   driver cannot tell, its event is recorded trying each device's context.
 //!
 //! After every run() the model also checks that nothing was enqueued on a stream in another
-//! device's context and that each launch's completion counter is a word it handed out.
+//! device's context, that no stream was queried in another device's context, and that each
+//! launch's completion counter is a word it handed out.
 //!
 //! The bugs these scenarios must catch come from cargo-mutants (docs/testing.md): the engine's
 //! source has no bug switch.
@@ -163,4 +167,14 @@ fn copies_on_a_stream_of_another_device_keep_its_order() {
 #[test]
 fn plain_copies_wait_for_no_callers_stream() {
     scenario_plain_copies();
+}
+
+#[test]
+fn a_word_written_in_another_context_is_probed_there() {
+    scenario_word_in_another_context();
+}
+
+#[test]
+fn after_on_a_stream_of_an_unknown_device_tries_each_context() {
+    scenario_stream_of_unknown_device();
 }

@@ -28,6 +28,9 @@ enum Op {
 pub const FAULT: Code = 700;
 /// What the model's driver answers a copy it refuses (`CUDA_ERROR_INVALID_VALUE`).
 pub const REFUSED: Code = 1;
+/// What it answers work on a stream of another device than the context's
+/// (`CUDA_ERROR_INVALID_HANDLE`).
+pub const OTHER_CONTEXT: Code = 400;
 
 /// Handles of callers' streams being captured into a CUDA graph (no work is ever queued on them):
 /// one whose capture is active, one whose capture was invalidated, one the driver cannot say.
@@ -58,6 +61,11 @@ struct Sim {
     refuse_launches: u32,
     /// Callers' streams of device 1 (the engine's is device 0): their handles.
     other_device: Vec<Handle>,
+    /// Callers' streams of device 1 whose device the driver cannot tell (`stream_device`: -1).
+    unknown_device: Vec<Handle>,
+    /// The driver refuses ([`OTHER_CONTEXT`]) a stream write or an event record on a stream of
+    /// device 1 in the calling thread's context (device 0's), as CUDA does.
+    refuse_other_context: bool,
     /// Work enqueued on a stream in the context of another device than the stream's (CUDA
     /// refuses it; the model counts it, checked by the scenarios).
     wrong_context: usize,
@@ -101,6 +109,11 @@ pub struct ModelGpu {
     word: &'static std::sync::atomic::AtomicU32,
     /// A failed operation ran: the context's sticky fault.
     fault: &'static std::sync::atomic::AtomicBool,
+    /// The streams of device 1 (a copy of `other_device` and `unknown_device` that
+    /// `stream_query` reads without the model's lock), and stream queries in the context of
+    /// another device than the stream's (checked by run()).
+    device1: &'static std::sync::Mutex<Vec<Handle>>,
+    wrong_queries: &'static std::sync::atomic::AtomicUsize,
 }
 
 impl ModelGpu {
@@ -115,15 +128,37 @@ impl ModelGpu {
             stop: Arc::new(AtomicBool::new(false)),
             word: Box::leak(Box::new(std::sync::atomic::AtomicU32::new(0))),
             fault: Box::leak(Box::new(std::sync::atomic::AtomicBool::new(false))),
+            device1: Box::leak(Box::new(std::sync::Mutex::new(Vec::new()))),
+            wrong_queries: Box::leak(Box::new(std::sync::atomic::AtomicUsize::new(0))),
         }
+    }
+
+    /// The device of stream `st` (whether or not the driver can tell it).
+    fn device_of(s: &Sim, st: Handle) -> i32 {
+        i32::from(s.other_device.contains(&st) || s.unknown_device.contains(&st))
     }
 
     /// Counts work enqueued on stream `st` in device `ctx`'s context when `st` is another's.
     fn in_context(s: &mut Sim, st: Handle, ctx: Option<i32>) {
-        let dev = i32::from(s.other_device.contains(&st));
+        let dev = Self::device_of(s, st);
         if ctx.is_some_and(|d| d != dev) {
             s.wrong_context += 1;
         }
+    }
+
+    /// A stream write or an event record on stream `st` in context `ctx` (`None`: the calling
+    /// thread's, device 0's). In another device's context than the stream's it is refused
+    /// ([`OTHER_CONTEXT`]), as CUDA does, where the engine cannot know better: in the calling
+    /// thread's context with [`ModelGpu::refuse_other_context`], or on a stream whose device the
+    /// driver cannot tell (the engine tries each device's context). A context the engine named
+    /// for a stream whose device it was told is counted when wrong ([`Self::in_context`]).
+    fn admit(s: &mut Sim, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
+        let dev = Self::device_of(s, st);
+        if ctx.unwrap_or(0) != dev && (s.unknown_device.contains(&st) || (ctx.is_none() && s.refuse_other_context)) {
+            return Err(OTHER_CONTEXT);
+        }
+        Self::in_context(s, st, ctx);
+        Ok(())
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Sim) -> T) -> T {
@@ -231,7 +266,23 @@ impl ModelGpu {
         s.streams.push(Stream::default());
         let h = s.streams.len() - 1;
         s.other_device.push(h);
+        self.device1.lock().unwrap().push(h);
         h
+    }
+    /// A new caller's stream of device 1 whose device the driver cannot tell (`stream_device`
+    /// answers -1): only a stream write or an event record in device 1's context takes it.
+    pub fn stream_of_unknown_device(&self) -> Handle {
+        let mut s = self.sim.lock().unwrap();
+        s.streams.push(Stream::default());
+        let h = s.streams.len() - 1;
+        s.unknown_device.push(h);
+        self.device1.lock().unwrap().push(h);
+        h
+    }
+    /// The driver refuses a stream write or an event record on a stream of device 1 in the
+    /// calling thread's context from now on, as CUDA does.
+    pub fn refuse_other_context(&self) {
+        self.sim.lock().unwrap().refuse_other_context = true;
     }
     /// The caller's own work on stream `st`: a copy named `id`.
     pub fn enqueue(&self, st: Handle, id: usize) {
@@ -284,11 +335,11 @@ impl ModelGpu {
         let s = self.sim.lock().unwrap();
         s.ran.iter().position(|&r| r == id).map(|i| s.phase_at_run[i])
     }
-    /// Work enqueued on a stream in another device's context, and launches whose completion
-    /// word's counter is not a word the model handed out.
+    /// Work enqueued on a stream in another device's context, stream queries there, and
+    /// launches whose completion word's counter is not a word the model handed out.
     pub fn wrong_context(&self) -> usize {
         let s = self.sim.lock().unwrap();
-        s.wrong_context + s.bad_counters
+        s.wrong_context + s.bad_counters + self.wrong_queries.load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn busy_destroys(&self) -> usize {
         self.sim.lock().unwrap().busy_destroys
@@ -333,12 +384,12 @@ impl Gpu for ModelGpu {
     }
     fn event_record(&self, e: Handle, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
-            Self::in_context(s, st, ctx);
+            Self::admit(s, st, ctx)?;
             assert!(!s.streams[st].destroyed, "an event recorded on a destroyed stream");
             let n = s.streams[st].ops.len();
             s.events[e - 1] = Some((st, n));
-        });
-        Ok(())
+            Ok(())
+        })
     }
     fn event_query(&self, e: Handle) -> Result<(), Code> {
         if self.inline {
@@ -402,7 +453,8 @@ impl Gpu for ModelGpu {
         })
     }
     fn stream_device(&self, s: Handle) -> i32 {
-        i32::from(self.sim.lock().unwrap().other_device.contains(&s))
+        let sim = self.sim.lock().unwrap();
+        if sim.unknown_device.contains(&s) { -1 } else { i32::from(sim.other_device.contains(&s)) }
     }
     fn stream_capturing(&self, s: Handle) -> Result<Option<bool>, Code> {
         match s {
@@ -434,7 +486,7 @@ impl Gpu for ModelGpu {
     }
     fn stream_write_value32(&self, st: Handle, addr: usize, value: u32, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
-            Self::in_context(s, st, ctx);
+            Self::admit(s, st, ctx)?;
             if s.refuse_stream_writes {
                 return Err(REFUSED);
             }
@@ -444,9 +496,15 @@ impl Gpu for ModelGpu {
             Ok(())
         })
     }
-    fn stream_query(&self, _st: Handle, _ctx: Option<i32>) -> Result<(), Code> {
+    fn stream_query(&self, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
         if self.inline {
             self.step();
+        }
+        // A stream of another device than the context's (the legacy handle 0 is any context's
+        // own). Without the model's lock, as `faulted`.
+        let dev = i32::from(self.device1.lock().unwrap().contains(&st));
+        if st != 0 && ctx.is_some_and(|d| d != dev) {
+            self.wrong_queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         self.faulted()
     }
@@ -1164,5 +1222,44 @@ pub fn scenario_plain_copies() {
         check(!g.ran().contains(&9), "the copy behind the stream ticket ran before it was done".into())?;
         e.ticket_done(t).map_err(|x| format!("ticket_done: {x:?}"))?;
         wait_watched_batch(&e, behind, "the copy behind the stream ticket")
+    });
+}
+
+/// after() on a stream of another device whose stream write the calling thread's context refuses
+/// (as CUDA does): the word is written in that device's context, and once it lands the engine
+/// asks that context for a fault about a stream of its own (the legacy one), not about the
+/// engine's stream of device 0 (run() checks the context of every stream query). The engine's
+/// stream exists (a plain copy first).
+pub fn scenario_word_in_another_context() {
+    run(64, 0, |e, g| {
+        g.refuse_other_context();
+        let t = e.copy(&req(1, 4096, 0)).unwrap();
+        wait_landed(&e, g, t, 1)?;
+        let s1 = g.stream_of_another_device();
+        g.enqueue(s1, 100);
+        let w = e.after(s1).map_err(|x| format!("after() on another device's stream: {x:?}"))?;
+        check(
+            g.stream_writes() == 1,
+            format!("after() is told by a word written in device 1's context: {} stream writes", g.stream_writes()),
+        )?;
+        wait_watched_batch(&e, w, "after() on another device's stream")?;
+        check(g.ran().contains(&100), "after() was over before the caller's work ran".into())?;
+        check(e.drain() == 0, "drain() reported failed copies".into())
+    });
+}
+
+/// after() on a caller's stream of device 1 whose device the driver cannot tell: the calling
+/// thread's context refuses both the stream write and the event record, so the engine records
+/// the ticket's event trying each device's context, and device 1's takes it; the ticket lands
+/// after the caller's work (and its events are destroyed: run() checks).
+pub fn scenario_stream_of_unknown_device() {
+    run(64, 0, |e, g| {
+        let s = g.stream_of_unknown_device();
+        g.enqueue(s, 100);
+        let w = e.after(s).map_err(|x| format!("after() on a stream whose device the driver cannot tell: {x:?}"))?;
+        check(g.stream_writes() == 0, format!("{} stream writes taken on a stream of another device", g.stream_writes()))?;
+        wait_watched_batch(&e, w, "after() on a stream whose device the driver cannot tell")?;
+        check(g.ran().contains(&100), "after() was over before the caller's work ran".into())?;
+        check(e.drain() == 0, "drain() reported failed copies".into())
     });
 }
