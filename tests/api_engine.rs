@@ -73,6 +73,7 @@ fn handle_life_and_argument_checks() {
         assert_eq!(upcxx_extra_nvshmem_engine_batch_bytes(none, &mut n), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_set_batch_bytes(none, 1), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_forked(none, &mut f), Status::NullArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_check_usable(none), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(none, &mut 0), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(none, 1), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(none, 1, &mut b), Status::NullArgument);
@@ -105,6 +106,7 @@ fn handle_life_and_argument_checks() {
         assert_eq!((counts.fast, counts.batched), (0, 0));
         assert_eq!(upcxx_extra_nvshmem_engine_forked(e, &mut f), Status::Ok);
         assert!(!f);
+        assert_eq!(upcxx_extra_nvshmem_engine_check_usable(e), Status::Ok, "the process that made it");
         assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::Ok, "no failure yet");
 
         // A ticket it never issued is UNKNOWN, and settling a ticket that
@@ -397,12 +399,20 @@ fn standin_fork_child_polls_say_forked() {
             if upcxx_extra_nvshmem_engine_flush(e) != Status::Forked || upcxx_extra_nvshmem_engine_wait_all(e) != Status::Forked {
                 code |= 8;
             }
+            // The one fork check the C++ layer asks before its own work, with the one message.
+            if upcxx_extra_nvshmem_engine_check_usable(e) != Status::Forked {
+                code |= 16;
+            }
             libc::_exit(code);
         }
         let mut status = 0;
         assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
         assert!(libc::WIFEXITED(status), "the fork() child did not exit");
-        assert_eq!(libc::WEXITSTATUS(status), 0, "fork() child: bit 1/2 poll, 4 complete, 8 flush/wait_all did not say FORKED");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "fork() child: bit 1/2 poll, 4 complete, 8 flush/wait_all, 16 check_usable did not say FORKED"
+        );
         assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "the parent's batched copy");
         assert!(dst.iter().all(|&b| b == 9));
         upcxx_extra_nvshmem_engine_free(e);
