@@ -262,20 +262,22 @@ impl ModelGpu {
     }
     /// A new caller's stream, of device 1 (another device than the engine's).
     pub fn stream_of_another_device(&self) -> Handle {
-        let mut s = self.sim.lock().unwrap();
-        s.streams.push(Stream::default());
-        let h = s.streams.len() - 1;
-        s.other_device.push(h);
-        self.device1.lock().unwrap().push(h);
-        h
+        self.device1_stream(false)
     }
     /// A new caller's stream of device 1 whose device the driver cannot tell (`stream_device`
     /// answers -1): only a stream write or an event record in device 1's context takes it.
     pub fn stream_of_unknown_device(&self) -> Handle {
+        self.device1_stream(true)
+    }
+    fn device1_stream(&self, unknown: bool) -> Handle {
         let mut s = self.sim.lock().unwrap();
         s.streams.push(Stream::default());
         let h = s.streams.len() - 1;
-        s.unknown_device.push(h);
+        if unknown {
+            s.unknown_device.push(h)
+        } else {
+            s.other_device.push(h)
+        }
         self.device1.lock().unwrap().push(h);
         h
     }
@@ -862,6 +864,13 @@ pub fn scenario_gate_out_of_order() {
     });
 }
 
+/// Settles ticket `t`, whose poll gave the failure `r`, on an open engine: it must say REDO.
+/// `what` names the copy in the message.
+fn settle_redo(e: &Engine<ModelGpu>, t: u64, r: Code, copy: &CopyReq, what: &str) -> Result<(), String> {
+    let settled = e.complete(t, r, copy).map_err(|x| format!("settling {what}: {x:?}"))?;
+    check(settled == Settled::Redo, format!("{what} settled {settled:?}"))
+}
+
 /// Polls ticket `t` (a copy's or a caller's stream's) until it is over; its outcome.
 fn outcome(e: &Engine<ModelGpu>, t: u64) -> Result<Code, String> {
     let mut asked = 0;
@@ -884,8 +893,7 @@ pub fn scenario_failed_copy() {
         let r = outcome(&e, a)?;
         check(r == FAULT, format!("a failed copy polled {r}"))?;
         check(!g.ran().contains(&1), "the failed copy ran".into())?;
-        let settled = e.complete(a, r, &req(1, 4096, 0)).map_err(|x| format!("{x:?}"))?;
-        check(settled == Settled::Redo, format!("a failure settled {settled:?} on an open engine"))?;
+        settle_redo(&e, a, r, &req(1, 4096, 0), "a failure on an open engine")?;
         check(e.complete(a, r, &req(1, 4096, 0)).is_err(), "a failure settled twice".into())?;
         let text = e.take_error();
         check(
@@ -921,8 +929,7 @@ pub fn scenario_failed_on_stream() {
         let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
         let r = outcome(&e, c)?;
         check(r == FAULT, format!("a failed copy on the stream polled {r}"))?;
-        let settled = e.complete(c, r, &req(1, 8, 0)).map_err(|x| format!("{x:?}"))?;
-        check(settled == Settled::Redo, format!("a failed copy_on_stream settled {settled:?}"))?;
+        settle_redo(&e, c, r, &req(1, 8, 0), "a failed copy_on_stream")?;
         check(e.take_error().contains("caller's stream"), "the failure does not name the caller's stream".into())?;
         let b = e.copy_batch_on_stream(0, &[req(2, 8, DEVICE_ENDS), req(3, 8, DEVICE_ENDS)]).unwrap();
         let r = outcome(&e, b)?;
@@ -1020,8 +1027,7 @@ pub fn scenario_failure_blames_its_copies_only() {
         let r = outcome(&e, b)?;
         check(r == FAULT, format!("a failed copy polled {r}"))?;
         check(e.poll(a, None) == Ok(SUCCESS), format!("the landed copy blamed for the failure: {:?}", e.poll(a, None)))?;
-        let settled = e.complete(b, r, &req(2, 4096, 0)).map_err(|x| format!("{x:?}"))?;
-        check(settled == Settled::Redo, format!("a failure settled {settled:?} on an open engine"))?;
+        settle_redo(&e, b, r, &req(2, 4096, 0), "a failure on an open engine")?;
         check(e.drain() == 0, "drain() counted a redone failure, or a copy that landed".into())
     });
 }
@@ -1109,8 +1115,7 @@ pub fn scenario_event_tickets() {
         // Settled as failed with a number the engine did not learn from the GPU (never polled):
         // the text names it as the caller's number, no driver name.
         let c3 = e.copy(&CopyReq { flags: ON_STREAM, ..req(3, 4096, 0) }).unwrap();
-        let settled = e.complete(c3, 4, &req(3, 4096, 0)).map_err(|x| format!("settling a copy: {x:?}"))?;
-        check(settled == Settled::Redo, format!("a failed copy on the stream settled {settled:?}"))?;
+        settle_redo(&e, c3, 4, &req(3, 4096, 0), "a failed copy on the stream")?;
         let text = e.take_error();
         check(text.contains("(CUDA error 4)"), format!("take_error: {text:?}"))?;
         let _c4 = e.copy(&CopyReq { flags: ON_STREAM, ..req(4, 4096, 0) }).unwrap();
@@ -1137,8 +1142,7 @@ pub fn scenario_refused_copy_retires_marks() {
         check(g.ran() == vec![9], format!("the host's wait did not run the copy before the refused one: {:?}", g.ran()))?;
         check(e.poll(z, None) == Ok(SUCCESS), format!("the copy before the refused one: {:?}", e.poll(z, None)))?;
         check(e.poll(a, None) == Ok(REFUSED), format!("the refused copy: {:?}", e.poll(a, None)))?;
-        let settled = e.complete(a, REFUSED, &req(1, 8, 0)).map_err(|x| format!("{x:?}"))?;
-        check(settled == Settled::Redo, format!("the refused copy settled {settled:?}"))?;
+        settle_redo(&e, a, REFUSED, &req(1, 8, 0), "the refused copy")?;
         check(e.drain() == 0, "drain() counted a redone failure".into())
     });
 }
