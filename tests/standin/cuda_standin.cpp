@@ -132,6 +132,18 @@ std::atomic<long> g_stream_writes{0}, g_event_records{0};
 // Copy failures a stream write reached before any event or synchronize reported them: the next
 // cuStreamQuery (of any stream) reports one, as a GPU's context reports a fault to any call.
 std::atomic<int> g_faults{0};
+// uxn_standin_sticky_faults(1): such a fault stays (every cuStreamQuery reports it) and no stream
+// write or signalling kernel's word stores from then on, as a faulted GPU context runs no more
+// work; uxn_standin_sticky_faults(0) clears it (a new context).
+std::atomic<bool> g_sticky{false}, g_sticky_fault{false};
+// A copy failure before a stream write (or a signalling kernel's word) became the context's: the
+// write stores nothing once the context is faulted (sticky faults only).
+static void to_context_fault() {
+    if (g_sticky.load())
+        g_sticky_fault.store(true);
+    else
+        g_faults.fetch_add(1);
+}
 std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;
 
@@ -222,15 +234,16 @@ void worker_main(Stream *s) {
                         std::lock_guard<std::mutex> fl(g.mu);
                         for (auto it = s->failed.begin(); it != s->failed.end();) {
                             if (*it <= op.index) {
-                                g_faults.fetch_add(1);
+                                to_context_fault();
                                 it = s->failed.erase(it);
                             } else {
                                 ++it;
                             }
                         }
                     }
-                    // A faulting kernel stores nothing.
-                    if (!op.fail) __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
+                    // A faulting kernel stores nothing, nor does one in a faulted context.
+                    if (!op.fail && !g_sticky_fault.load())
+                        __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
                 }
                 break;
             case Op::Memset:
@@ -250,14 +263,15 @@ void worker_main(Stream *s) {
                     std::lock_guard<std::mutex> fl(g.mu);
                     for (auto it = s->failed.begin(); it != s->failed.end();) {
                         if (*it < op.index) {
-                            g_faults.fetch_add(1);
+                            to_context_fault();
                             it = s->failed.erase(it);
                         } else {
                             ++it;
                         }
                     }
                 }
-                __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
+                if (!g_sticky_fault.load())  // a faulted context stores nothing
+                    __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
                 break;
             }
         }
@@ -620,6 +634,10 @@ UXN_EXPORT int uxn_standin_present(void) { return 1; }
 UXN_EXPORT unsigned uxn_standin_set_copy_delay_us(unsigned us) { return g_delay_us.exchange(us); }
 UXN_EXPORT unsigned uxn_standin_copy_delay_us(void) { return g_delay_us.load(); }
 UXN_EXPORT int uxn_standin_fail_next_copies(int n) { return g_fail_next.exchange(n < 0 ? 0 : n); }
+UXN_EXPORT int uxn_standin_sticky_faults(int on) {
+    g_sticky_fault.store(false);
+    return g_sticky.exchange(on != 0) ? 1 : 0;
+}
 UXN_EXPORT int uxn_standin_fail_next_launches(int n) { return g_fail_launches.exchange(n < 0 ? 0 : n); }
 UXN_EXPORT long uxn_standin_failed_copies(void) { return g_failed_copies.load(); }
 UXN_EXPORT long uxn_standin_async_copies(void) { return g_async_copies.load(); }
@@ -1231,6 +1249,7 @@ UXN_EXPORT CUresult cuStreamSynchronize(CUstream s) {
 }
 UXN_EXPORT CUresult cuStreamQuery(CUstream stream) {
     DRV_ENTER();
+    if (g_sticky_fault.load()) return CUDA_ERROR_UNKNOWN;
     for (int f = g_faults.load(); f > 0;)
         if (g_faults.compare_exchange_weak(f, f - 1)) return CUDA_ERROR_UNKNOWN;
     int dev = drv_device();
