@@ -9,8 +9,9 @@
 #
 # Second test command: with UXN_MUTANTS_STANDIN set to a directory holding the CUDA stand-in's
 # libcuda.so.1 (tests/standin), every mutant the models missed is tested again by `cargo test
-# --test api_engine` of the library crate over the stand-in (the engine's C ABI through the CUDA
-# driver path the models do not see), in a copy whose root manifest is the library's, results in
+# --lib --test api_engine` of the library crate over the stand-in (the table's unit tests, which
+# the loom build leaves out, and the engine's C ABI through the CUDA driver path the models do not
+# see), in a copy whose root manifest is the library's, results in
 # OUTDIR/cargo-test/mutants.out. A mutant missed there too is in OUTDIR/cargo-test's missed.txt.
 #
 # The mutants that cannot matter (equivalent, or performance only: docs/testing.md) are not run:
@@ -64,4 +65,4 @@ for r in "${res[@]}"; do args+=(--re "$r"); done
 cd "$lib"
 mkdir -p "$out/cargo-test"
 LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 CARGO_TARGET_DIR="$out/target-lib" \
-  cargo mutants --no-shuffle --timeout 300 --output "$out/cargo-test" "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- --test api_engine
+  cargo mutants --no-shuffle --timeout 300 --output "$out/cargo-test" "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- --lib --test api_engine

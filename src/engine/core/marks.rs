@@ -22,6 +22,13 @@ pub(super) struct Failure {
     pub(super) redone: u64,
 }
 
+impl Failure {
+    /// Whether copy `seq` is one of this failure's.
+    pub(super) fn covers(&self, seq: u64) -> bool {
+        seq >= self.first && seq <= self.last
+    }
+}
+
 /// What the marks settled.
 #[derive(Default)]
 pub(super) struct Marks {
@@ -95,7 +102,7 @@ impl<G: Gpu> Engine<G> {
     }
 
     pub(super) fn failed_in(st: &State, seq: u64) -> Code {
-        st.marks.failures.iter().find(|f| seq >= f.first && seq <= f.last).map_or(SUCCESS, |f| f.error)
+        st.marks.failures.iter().find(|f| f.covers(seq)).map_or(SUCCESS, |f| f.error)
     }
 
     /// Under the lock: how copy `seq` ended, or `NOT_READY`. Retires the marks that completed;

@@ -269,7 +269,7 @@ impl<G: Gpu> Engine<G> {
         }
         let redo = !self.closed.load(Ordering::SeqCst);
         if t & CALLER_TICKET == 0
-            && let Some(f) = st.marks.failures.iter_mut().find(|f| t >= f.first && t <= f.last)
+            && let Some(f) = st.marks.failures.iter_mut().find(|f| f.covers(t))
         {
             f.redone += u64::from(redo);
         }

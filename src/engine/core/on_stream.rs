@@ -32,11 +32,19 @@ pub(super) struct Callers {
     pub(super) next: u64,
 }
 
+/// The flags of a copy on a caller's stream of another device, issued on the engine's stream
+/// instead: ordered after the caller's work (`AFTER_STREAM`), never in the batch.
+fn on_engines_stream(flags: u32) -> u32 {
+    flags & NOT_ON_ENGINES_STREAM | AFTER_STREAM
+}
+/// The flags [`on_engines_stream`] clears.
+const NOT_ON_ENGINES_STREAM: u32 = !(ON_STREAM | DEVICE_ENDS);
+
 impl<G: Gpu> Engine<G> {
     pub(super) fn issue_on_stream(&self, r: &CopyReq) -> Result<u64> {
         if self.gpu.stream_device(r.stream) != self.device {
             // On the engine's stream after the caller's work; the caller's stream waits for it.
-            let seq = self.issue(&CopyReq { flags: (r.flags & !ON_STREAM) & !DEVICE_ENDS | AFTER_STREAM, ..*r })?;
+            let seq = self.issue(&CopyReq { flags: on_engines_stream(r.flags), ..*r })?;
             let mut st = self.lock();
             if self.follow_stream(&mut st, r.stream).is_err() {
                 self.settle_by_marks(&mut st); // the host waits for the copy instead
@@ -145,8 +153,8 @@ impl<G: Gpu> Engine<G> {
                 }
             }
         };
-        if !own && self.follow_stream(&mut st, s).is_err() {
-            let _ = self.gpu.stream_synchronize(target, Some(self.device)); // the host waits instead
+        if !own {
+            self.follow_or_wait(&mut st, s, target);
         }
         Ok(t)
     }
@@ -294,6 +302,14 @@ impl<G: Gpu> Engine<G> {
         let r = self.gpu.stream_wait_event(stream, ev, Some(self.device)).err().unwrap_or(SUCCESS);
         self.gpu.event_destroy(ev); // the driver releases it once the wait is satisfied
         r
+    }
+
+    /// Under the lock: `s` waits, on the GPU, for the work issued on `target` (the engine's
+    /// stream) so far; where it cannot be made to, the host waits for `target`.
+    fn follow_or_wait(&self, st: &mut State, s: Handle, target: Handle) {
+        if self.follow_stream(st, s).is_err() {
+            let _ = self.gpu.stream_synchronize(target, Some(self.device));
+        }
     }
 
     /// Under the lock: `s` waits, on the GPU, for everything issued on the engine's stream so far.
