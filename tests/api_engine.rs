@@ -522,10 +522,10 @@ impl Drop for StickyFaults {
 /// as a GPU's: `uxn_standin_sticky_faults`) leaves the ticket's word unwritten: a faulted context
 /// runs nothing more on its streams, so the stream write behind the copy never stores. The
 /// failure is found by the engine's probe of the context, at most one per millisecond while a
-/// word has not landed: polls more than 1 ms apart
-/// must each still probe, and the ticket is reported failed within a bounded time. The stream is
-/// held by a stream ticket until the first poll has probed (no fault yet), so every later probe
-/// comes from the timed rule (`src/engine/core/words.rs`, `probe_due`).
+/// word has not landed: polls more than 1 ms apart must each still probe, and the ticket is
+/// reported failed within a bounded time. The stream is held by a stream ticket until the first
+/// poll has probed (no fault yet), so every later probe comes from the timed rule
+/// (`src/engine/core/words.rs`, `probe_due`).
 #[test]
 fn standin_a_fault_before_a_word_is_found_by_polls_far_apart() {
     if !driver() {

@@ -136,14 +136,6 @@ std::atomic<int> g_faults{0};
 // write or signalling kernel's word stores from then on, as a faulted GPU context runs no more
 // work; uxn_standin_sticky_faults(0) clears it (a new context).
 std::atomic<bool> g_sticky{false}, g_sticky_fault{false};
-// A copy failure before a stream write (or a signalling kernel's word) became the context's: the
-// write stores nothing once the context is faulted (sticky faults only).
-static void to_context_fault() {
-    if (g_sticky.load())
-        g_sticky_fault.store(true);
-    else
-        g_faults.fetch_add(1);
-}
 std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;
 
@@ -197,6 +189,29 @@ cudaError_t rt(cudaError_t e) {
     } while (0)
 
 // ---------------------------------------------------------------- streams
+// Stream `s` reached a word (cuStreamWriteValue32, or a signalling kernel's after its copies):
+// its copy failures with an index below `upto` become the context's fault, and the word stores
+// `value` unless `faulting` (a kernel that faulted) or the context is faulted for good (sticky
+// faults: a faulted context runs no more work).
+static void reach_word(Stream *s, uint64_t upto, const uint32_t *word, uint32_t value, bool faulting) {
+    {
+        Global &g = G();
+        std::lock_guard<std::mutex> fl(g.mu);
+        for (auto it = s->failed.begin(); it != s->failed.end();) {
+            if (*it >= upto) {
+                ++it;
+                continue;
+            }
+            if (g_sticky.load())
+                g_sticky_fault.store(true);
+            else
+                g_faults.fetch_add(1);
+            it = s->failed.erase(it);
+        }
+    }
+    if (!faulting && !g_sticky_fault.load()) __atomic_store_n(const_cast<uint32_t *>(word), value, __ATOMIC_RELEASE);
+}
+
 void worker_main(Stream *s) {
     Global &g = G();
     std::unique_lock<std::mutex> lk(g.mu);
@@ -229,22 +244,8 @@ void worker_main(Stream *s) {
                 else
                     for (const BatchDesc &d : op.batch)
                         if (d.n) std::memmove(d.dst, d.src, d.n);
-                if (op.word) {  // as a stream write after the copies: the failures up to it become the context's
-                    {
-                        std::lock_guard<std::mutex> fl(g.mu);
-                        for (auto it = s->failed.begin(); it != s->failed.end();) {
-                            if (*it <= op.index) {
-                                to_context_fault();
-                                it = s->failed.erase(it);
-                            } else {
-                                ++it;
-                            }
-                        }
-                    }
-                    // A faulting kernel stores nothing, nor does one in a faulted context.
-                    if (!op.fail && !g_sticky_fault.load())
-                        __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
-                }
+                // As a stream write after the copies: the failures up to it (its own included).
+                if (op.word) reach_word(s, op.index + 1, op.word, op.wait_value, op.fail);
                 break;
             case Op::Memset:
                 if (op.n) std::memset(op.dst, op.value, op.n);
@@ -258,22 +259,9 @@ void worker_main(Stream *s) {
                 while (static_cast<int32_t>(__atomic_load_n(op.word, __ATOMIC_ACQUIRE) - op.wait_value) < 0)
                     std::this_thread::sleep_for(std::chrono::microseconds(20));
                 break;
-            case Op::WriteValue: {  // cuStreamWriteValue32: the failures before it become the context's
-                {
-                    std::lock_guard<std::mutex> fl(g.mu);
-                    for (auto it = s->failed.begin(); it != s->failed.end();) {
-                        if (*it < op.index) {
-                            to_context_fault();
-                            it = s->failed.erase(it);
-                        } else {
-                            ++it;
-                        }
-                    }
-                }
-                if (!g_sticky_fault.load())  // a faulted context stores nothing
-                    __atomic_store_n(const_cast<uint32_t *>(op.word), op.wait_value, __ATOMIC_RELEASE);
+            case Op::WriteValue:  // cuStreamWriteValue32: the failures before it
+                reach_word(s, op.index, op.word, op.wait_value, false);
                 break;
-            }
         }
         lk.lock();
         s->completed = op.index;
