@@ -4,25 +4,41 @@
 # (tests/loom: engine_model.rs, table_model.rs, and the unit tests those files hold). The loom
 # crate compiles those files from src/ by path, which cargo-mutants does not follow out of a
 # crate's tree, so the run is made in a copy of the commit whose root manifest is the loom crate's.
-# Slow (about 6-10 s a mutant on 2 cores, ~700 mutants): the ctest test `mutants` (label mutants)
-# runs it, outside the default suite. The outcome and every missed mutant: docs/testing.md.
+#
+# Two groups, each with the tests that can see its files: `engine` (src/engine/core/, tested by
+# every loom test: the engine's model takes about 11 s on 2 cores) and `table` (the table's four
+# files, tested by the loom crate's unit tests and table_model.rs alone: a fraction of a second).
+# Results in OUTDIR/GROUP/mutants.out. The ctest test `mutants` (label mutants) runs both, outside
+# the default suite. The outcome and every missed mutant: docs/testing.md.
 #
 # Second test command: with UXN_MUTANTS_STANDIN set to a directory holding the CUDA stand-in's
-# libcuda.so.1 (tests/standin), every mutant the models missed is tested again by `cargo test
-# --lib --test api_engine` of the library crate over the stand-in (the table's unit tests, which
-# the loom build leaves out, and the engine's C ABI through the CUDA driver path the models do not
-# see), in a copy whose root manifest is the library's, results in
-# OUTDIR/cargo-test/mutants.out. A mutant missed there too is in OUTDIR/cargo-test's missed.txt.
+# libcuda.so.1 (tests/standin), every mutant the models missed is tested again by `cargo test` of
+# the library crate over the stand-in, in a copy whose root manifest is the library's: `--lib
+# --test api_engine` for the engine (the engine's C ABI through the CUDA driver path the models do
+# not see); for the table, `--lib` (the table's unit tests, which the loom build leaves out) and
+# the tests that translate through the C ABI (api_c_abi, api_local_ptr, api_fuzz_regressions,
+# int_concurrency).
+# Results in OUTDIR/GROUP/cargo-test/mutants.out; a mutant missed there too is in its missed.txt.
 #
 # The mutants that cannot matter (equivalent, or performance only: docs/testing.md) are not run:
 # scripts/mutants-excluded.txt holds one --exclude-re regex a line (keyed on the change and its
 # function, never on a line number), each with a comment saying why.
-#   scripts/mutants.sh OUTDIR [cargo-mutants arguments, e.g. --file '**/engine/core/gate.rs']
+#   scripts/mutants.sh OUTDIR [engine|table|all] [cargo-mutants arguments, e.g. --file '**/engine/core/gate.rs']
+# A --file among the arguments replaces the group's own files (its tests stay the group's).
+# Exit status: 0 when no mutant was missed, 2 when one was, anything else a failure of the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="$(mkdir -p "${1:?usage: mutants.sh OUTDIR [cargo-mutants args]}" && cd "$1" && pwd)"
+out="$(mkdir -p "${1:?usage: mutants.sh OUTDIR [engine|table|all] [cargo-mutants args]}" && cd "$1" && pwd)"
 shift
+groups=(engine table)
+case "${1:-}" in
+  engine | table) groups=("$1"); shift ;;
+  all) shift ;;
+esac
 command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo-mutants is not installed (cargo install --locked cargo-mutants)" >&2; exit 2; }
+if [ -n "${UXN_MUTANTS_STANDIN:-}" ] && [ ! -e "$UXN_MUTANTS_STANDIN/libcuda.so.1" ]; then
+  echo "mutants.sh: no libcuda.so.1 in UXN_MUTANTS_STANDIN=$UXN_MUTANTS_STANDIN" >&2; exit 2
+fi
 tree="$out/tree" lib="$out/tree-lib"
 rm -rf "$tree" "$lib" && mkdir -p "$tree" "$lib"
 # The working tree's files as git knows them (committed or not), nothing else; tree-lib is the
@@ -41,28 +57,59 @@ for t in sorted(glob.glob("tests/loom/tests/*.rs")):
 open("Cargo.toml", "w").write(s)
 PY
 cp "$tree/tests/loom/Cargo.lock" "$tree/Cargo.lock"
-files=(--file '**/engine/core/*.rs' --file '**/table/translation.rs' --file '**/table/snapshot.rs' --file '**/table/errors.rs' --file '**/table/peers.rs')
-[ $# -gt 0 ] && files=()
 excluded=()
 while IFS= read -r r; do
   case "$r" in '' | '#'*) continue ;; esac
   excluded+=(--exclude-re "$r")
 done <"$ROOT/scripts/mutants-excluded.txt"
-cd "$tree"
-rc=0
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$out/target" cargo mutants --no-shuffle --profile release --timeout 300 \
-  --output "$out" "${files[@]}" "${excluded[@]}" "$@" || rc=$?
-missed="$out/mutants.out/missed.txt"
-# 2 is cargo-mutants' "some mutants were missed"; anything else is its own failure.
-if [ "$rc" != 2 ] || [ -z "${UXN_MUTANTS_STANDIN:-}" ] || [ ! -s "$missed" ]; then exit "$rc"; fi
-[ -e "$UXN_MUTANTS_STANDIN/libcuda.so.1" ] || { echo "mutants.sh: no libcuda.so.1 in UXN_MUTANTS_STANDIN=$UXN_MUTANTS_STANDIN" >&2; exit 2; }
-# Each missed mutant by its exact name (its file, line, column and change), as a regex; the
-# models name src/'s files by the loom crate's path to them (tests/loom/src/../../../src/...).
-mapfile -t res < <(python3 -c 'import re, sys; [print("^" + re.escape(l.rstrip("\n").replace("tests/loom/src/../../../", "", 1)) + "$") for l in open(sys.argv[1]) if l.strip()]' "$missed")
-# (cargo-mutants 27.1 selects its "delete field" mutants whatever --re says: one more may be run.)
-args=()
-for r in "${res[@]}"; do args+=(--re "$r"); done
-cd "$lib"
-mkdir -p "$out/cargo-test"
-LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 CARGO_TARGET_DIR="$out/target-lib" \
-  cargo mutants --no-shuffle --timeout 300 --output "$out/cargo-test" "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- --lib --test api_engine
+own_files=true
+for a in "$@"; do [ "$a" = --file ] || [ "${a#--file=}" != "$a" ] && own_files=false; done
+
+# group NAME: the group's files, the models' tests and the library's tests.
+group() {
+  local name=$1 files model_tests lib_tests
+  shift
+  case "$name" in
+    engine)
+      files=(--file '**/engine/core/*.rs')
+      model_tests=()
+      lib_tests=(--lib --test api_engine) ;;
+    table)
+      files=(--file '**/table/translation.rs' --file '**/table/snapshot.rs' --file '**/table/errors.rs' --file '**/table/peers.rs')
+      model_tests=(--lib --test table_model)
+      lib_tests=(--lib --test api_c_abi --test api_local_ptr --test api_fuzz_regressions --test int_concurrency) ;;
+  esac
+  $own_files || files=()
+  local g="$out/$name" rc=0
+  mkdir -p "$g"
+  echo "mutants.sh: group $name" >&2
+  (cd "$tree" && RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$out/target" cargo mutants --no-shuffle --profile release \
+    --timeout 300 --output "$g" "${files[@]}" "${excluded[@]}" "$@" -- "${model_tests[@]}") || rc=$?
+  local missed="$g/mutants.out/missed.txt"
+  # 2 is cargo-mutants' "some mutants were missed"; anything else is its own failure.
+  if [ "$rc" != 2 ] || [ -z "${UXN_MUTANTS_STANDIN:-}" ] || [ ! -s "$missed" ]; then return "$rc"; fi
+  # Each missed mutant by its exact name (its file, line, column and change), as a regex; the
+  # models name src/'s files by the loom crate's path to them (tests/loom/src/../../../src/...).
+  local res args=() r
+  mapfile -t res < <(python3 -c 'import re, sys; [print("^" + re.escape(l.rstrip("\n").replace("tests/loom/src/../../../", "", 1)) + "$") for l in open(sys.argv[1]) if l.strip()]' "$missed")
+  # (cargo-mutants 27.1 selects its "delete field" mutants whatever --re says: one more may be run.)
+  for r in "${res[@]}"; do args+=(--re "$r"); done
+  mkdir -p "$g/cargo-test"
+  rc=0
+  (cd "$lib" && LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 \
+    CARGO_TARGET_DIR="$out/target-lib" cargo mutants --no-shuffle --timeout 300 --output "$g/cargo-test" \
+    "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- "${lib_tests[@]}") || rc=$?
+  return "$rc"
+}
+
+status=0
+for name in "${groups[@]}"; do
+  rc=0
+  group "$name" "$@" || rc=$?
+  case "$rc" in
+    0) ;;
+    2) [ "$status" = 0 ] && status=2 ;;
+    *) status=$rc ;;
+  esac
+done
+exit "$status"
