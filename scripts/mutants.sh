@@ -62,8 +62,13 @@ while IFS= read -r r; do
   case "$r" in '' | '#'*) continue ;; esac
   excluded+=(--exclude-re "$r")
 done <"$ROOT/scripts/mutants-excluded.txt"
-own_files=true
-for a in "$@"; do [ "$a" = --file ] || [ "${a#--file=}" != "$a" ] && own_files=false; done
+# The arguments' --file options (they replace a group's own files, in both commands).
+user_files=()
+prev=
+for a in "$@"; do
+  if [ "$prev" = --file ]; then user_files+=(--file "$a"); elif [ "${a#--file=}" != "$a" ]; then user_files+=("$a"); fi
+  prev=$a
+done
 
 # group NAME: the group's files, the models' tests and the library's tests.
 group() {
@@ -79,7 +84,7 @@ group() {
       model_tests=(--lib --test table_model)
       lib_tests=(--lib --test api_c_abi --test api_local_ptr --test api_fuzz_regressions --test int_concurrency) ;;
   esac
-  $own_files || files=()
+  [ ${#user_files[@]} = 0 ] || files=()
   local g="$out/$name" rc=0
   mkdir -p "$g"
   echo "mutants.sh: group $name" >&2
@@ -92,13 +97,15 @@ group() {
   # models name src/'s files by the loom crate's path to them (tests/loom/src/../../../src/...).
   local res args=() r
   mapfile -t res < <(python3 -c 'import re, sys; [print("^" + re.escape(l.rstrip("\n").replace("tests/loom/src/../../../", "", 1)) + "$") for l in open(sys.argv[1]) if l.strip()]' "$missed")
-  # (cargo-mutants 27.1 selects its "delete field" mutants whatever --re says: one more may be run.)
+  # The arguments' other options (a --re of theirs would select more than the missed ones) are
+  # not passed. (cargo-mutants 27.1 selects its "delete field" mutants whatever --re says: one
+  # more may be run.)
   for r in "${res[@]}"; do args+=(--re "$r"); done
   mkdir -p "$g/cargo-test"
   rc=0
   (cd "$lib" && LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 \
     CARGO_TARGET_DIR="$out/target-lib" cargo mutants --no-shuffle --timeout 300 --output "$g/cargo-test" \
-    "${files[@]}" "${excluded[@]}" "$@" "${args[@]}" -- "${lib_tests[@]}") || rc=$?
+    "${files[@]}" "${user_files[@]}" "${excluded[@]}" "${args[@]}" -- "${lib_tests[@]}") || rc=$?
   return "$rc"
 }
 

@@ -30,7 +30,8 @@ pub(super) fn beyond(at: &str, len: usize, off: usize, pe_base: usize, who: &str
     let (what, verb) = if len == 0 { (format!("address {at}"), "runs") } else { (format!("the {len} bytes at {at}"), "run") };
     let message = if off >= s.heap_size {
         format!("address {at} is outside the symmetric heap {range} of {who}")
-    } else if s.limit < s.heap_size && len <= s.heap_size - off {
+    } else if len <= s.heap_size - off {
+        // Inside the heap, so refused by a smaller extent.
         format!("{what} {verb} past the {} bytes made addressable (set_extent) of {who}'s heap {range}", s.limit)
     } else {
         format!("{what} {verb} past the end of the symmetric heap {range} of {who} (offset {off} of {} bytes)", s.heap_size)

@@ -31,9 +31,13 @@ pub struct Span {
 pub struct Global {
     pub rank: i32,
     pub pe: i32,
+    /// The CUDA device of the heap: this process's for its own PE, else [`NO_DEVICE`].
     pub device: i32,
     pub raw: usize,
 }
+
+/// The device of a global pointer to another PE's heap, and of a table without a heap.
+pub(super) const NO_DEVICE: i32 = -1;
 
 /// The table as readers see it, never changed once published. Two cache lines (`align(64)`, 128
 /// bytes), shared read-only by every reader: the translations read the first only, the check of
@@ -220,7 +224,7 @@ impl Snapshot {
         // A cmov, not a branch: one on `pe == my_pe` would be mispredicted about once in n_pes
         // calls for random PEs (`device` is read unconditionally: see its field).
         let device = self.device.load(Ordering::Relaxed);
-        let device = if pe == self.my_pe { device } else { -1 };
+        let device = if pe == self.my_pe { device } else { NO_DEVICE };
         Global { rank: rank as i32, pe, device, raw }
     }
 

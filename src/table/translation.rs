@@ -18,8 +18,8 @@
 
 use super::errors::{from_error, from_offset_error, local_offset_error, no_heap, offset_error, to_error};
 use super::peers::Peers;
-use super::snapshot::Snapshot;
 pub use super::snapshot::{Global, Span};
+use super::snapshot::{NO_DEVICE, Snapshot};
 use crate::error::Result;
 use crate::heap::{Heap, Source};
 #[cfg(loom)]
@@ -82,7 +82,7 @@ static EMPTY: Issued = Issued {
         n_pes: 0,
         live_n: 0,
         my_pe: 0,
-        device: std::sync::atomic::AtomicI32::new(-1),
+        device: std::sync::atomic::AtomicI32::new(NO_DEVICE),
         base: 0,
         limit: 0,
         heap_size: 0,
@@ -196,7 +196,7 @@ impl Master {
         let n = h.map_or(0, |h| h.n_pes as u32);
         // The peers' mappings come with a peer table; without one, the local heap alone.
         let (lo, size) = match (h, self.mapped) {
-            (Some(_), Some(m)) if self.peers => m,
+            (Some(_), Some(m)) => m, // `mapped` is set with a peer table and forgotten with it
             (Some(h), _) => (h.base, h.size),
             (None, _) => (0, 0),
         };
@@ -204,7 +204,7 @@ impl Master {
             n_pes: n,
             live_n: if self.peers && h.is_some() { n } else { 0 },
             my_pe: h.map_or(0, |h| h.my_pe),
-            device: std::sync::atomic::AtomicI32::new(h.map_or(-1, |h| h.device)),
+            device: std::sync::atomic::AtomicI32::new(h.map_or(NO_DEVICE, |h| h.device)),
             base: h.map_or(0, |h| h.base),
             limit: h.map_or(0, |h| if self.extent != 0 { self.extent } else { h.size }),
             heap_size: h.map_or(0, |h| h.size),
@@ -690,6 +690,26 @@ mod tests {
         assert!(!t.overlaps_mapped_span(usize::MAX - 4, usize::MAX) && t.overlaps_mapped_span(0, usize::MAX));
         t.detach();
         assert!(!t.overlaps_mapped_span(0, usize::MAX), "no heap: no span");
+    }
+
+    /// The hot paths (`try_*`, what the C ABI calls first) answer every translation the table
+    /// accepts, with the same answer, and refuse what it refuses: a hot path that gave up would
+    /// cost every call the slow path.
+    #[test]
+    fn the_hot_paths_answer_what_the_table_accepts() {
+        let h = heap(3, 0);
+        let t = table_with(h);
+        let specs = [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
+        set(&t, &h, &specs);
+        for (sym, pe) in [(0x10000, 0), (0x10010, 1), (0x10fff, 2)] {
+            assert_eq!(t.try_to_global(sym, pe), Some(t.to_global(sym, pe).unwrap()), "to_global(0x{sym:x}, {pe})");
+            assert_eq!(t.try_to_offset(sym, 1, pe), Some(t.to_offset(sym, 1, pe).unwrap()), "to_offset(0x{sym:x}, 1, {pe})");
+        }
+        for (rank, raw) in [(0, 0x50020), (1, 0x90fff), (2, 0x10000)] {
+            assert_eq!(t.try_from_global(rank, raw), Some(t.from_global(rank, raw).unwrap()), "from_global({rank}, 0x{raw:x})");
+        }
+        assert_eq!((t.try_to_global(0x11000, 0), t.try_to_global(0x10000, 3)), (None, None));
+        assert_eq!((t.try_to_offset(0x10fff, 2, 0), t.try_from_global(3, 0x10000)), (None, None));
     }
 
     #[test]
