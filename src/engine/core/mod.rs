@@ -206,8 +206,9 @@ impl<G: Gpu> Engine<G> {
     pub fn complete(&self, t: u64, e: Code, what: &CopyReq) -> Result<Settled> {
         self.refuse_forked()?;
         // The usual case, a landed copy of the engine's stream: nothing is kept for it, and a
-        // ticket up to the mirror of `marks.landed` was issued and is over (the checks below).
-        if e == SUCCESS && t & CALLER_TICKET == 0 && t != 0 && t <= self.landed.load(Ordering::Acquire) {
+        // ticket up to the mirror of `marks.landed` was issued and is over (the checks below). A
+        // caller's ticket, with CALLER_TICKET's bit, is above any count of copies.
+        if e == SUCCESS && t != 0 && t <= self.landed.load(Ordering::Acquire) {
             return Ok(Settled::Landed);
         }
         let mut st = self.lock();
