@@ -564,6 +564,10 @@ mod tests {
         t
     }
 
+    /// Three PEs with a base each and ranks that are not the PEs (PE 0 is rank 2).
+    const SHUFFLED: [PeerSpec; 3] =
+        [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
+
     fn set(t: &Table, h: &Heap, specs: &[PeerSpec]) {
         t.set_peers(&Peers::new(h, specs).unwrap()).unwrap();
     }
@@ -633,8 +637,7 @@ mod tests {
     fn different_bases_and_shuffled_ranks() {
         let h = heap(3, 0);
         let t = table_with(h);
-        let specs = [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
-        set(&t, &h, &specs);
+        set(&t, &h, &SHUFFLED);
         assert_eq!(t.table_bytes(), Some(3 * 16));
         let g = t.to_global(0x10020, 1).unwrap();
         assert_eq!((g.rank, g.raw), (0, 0x50020));
@@ -699,8 +702,7 @@ mod tests {
     fn the_hot_paths_answer_what_the_table_accepts() {
         let h = heap(3, 0);
         let t = table_with(h);
-        let specs = [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
-        set(&t, &h, &specs);
+        set(&t, &h, &SHUFFLED);
         for (sym, pe) in [(0x10000, 0), (0x10010, 1), (0x10fff, 2)] {
             assert_eq!(t.try_to_global(sym, pe), Some(t.to_global(sym, pe).unwrap()), "to_global(0x{sym:x}, {pe})");
             assert_eq!(t.try_to_offset(sym, 1, pe), Some(t.to_offset(sym, 1, pe).unwrap()), "to_offset(0x{sym:x}, 1, {pe})");
@@ -716,11 +718,10 @@ mod tests {
     fn offsets_both_ways_agree_with_the_translations() {
         let h = heap(3, 0);
         let t = table_with(h);
-        let specs = [PeerSpec { rank: 2, base: 0x10000 }, PeerSpec { rank: 0, base: 0x50000 }, PeerSpec { rank: 1, base: 0x90000 }];
         assert_eq!(t.try_local_offset(0x10010, 0xff0), Some(0x10));
         assert_eq!(t.try_local_offset(0x10010, 0xff1), None);
         assert_eq!(t.from_offset(0, 0, 0).unwrap_err().status, Status::TableNotSet);
-        set(&t, &h, &specs);
+        set(&t, &h, &SHUFFLED);
         for (rank, raw) in [(0, 0x50020), (1, 0x90fff), (2, 0x10000)] {
             let off = raw & 0xfff;
             assert_eq!(t.from_offset(rank, off, 0).unwrap(), t.from_global(rank, raw).unwrap());
