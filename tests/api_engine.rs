@@ -519,13 +519,14 @@ impl Drop for StickyFaults {
 }
 
 /// A copy on a caller's stream that fails (the stand-in fails it asynchronously, its fault sticky
-/// as a GPU's: `uxn_standin_sticky_faults`) leaves the ticket's word unwritten: a faulted context
-/// runs nothing more on its streams, so the stream write behind the copy never stores. The
+/// as a GPU's: `uxn_standin_sticky_faults`) leaves the word of the `after()` behind it unwritten:
+/// a faulted context runs nothing more on its streams, so the stream write never stores. The
 /// failure is found by the engine's probe of the context, at most one per millisecond while a
-/// word has not landed: polls more than 1 ms apart must each still probe, and the ticket is
-/// reported failed within a bounded time. The stream is held by a stream ticket until the first
-/// poll has probed (no fault yet), so every later probe comes from the timed rule
-/// (`src/engine/core/words.rs`, `probe_due`).
+/// word has not landed: polls more than 1 ms apart must each still probe, and the wait is
+/// reported over, with the fault, within a bounded time. The stream is held by a stream ticket
+/// until the first poll has probed (no fault yet), so every later probe comes from the timed rule
+/// (`src/engine/core/words.rs`, `probe_due`). The copy itself (one `cuMemcpyAsync`) is told by
+/// its event: failed, and redone.
 #[test]
 fn standin_a_fault_before_a_word_is_found_by_polls_far_apart() {
     if !driver() {
@@ -535,31 +536,43 @@ fn standin_a_fault_before_a_word_is_found_by_polls_far_apart() {
     let e = new_engine(0);
     let (src, mut dst) = (vec![3u8; 4096], vec![0u8; 4096]);
     let c = copy_of(&src, &mut dst, EngineFlag::OnStream as u32); // the legacy stream (NULL)
-    let (mut gate, mut t, mut r, mut settled) = (0u32, 0u64, -1, EngineSettled::Landed);
+    let (mut gate, mut t, mut w, mut r, mut settled) = (0u32, 0u64, 0u64, -1, EngineSettled::Landed);
     unsafe {
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
         assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
         let writes: extern "C" fn() -> libc::c_long = std::mem::transmute(standin_fn(c"uxn_standin_stream_writes"));
-        let writes0 = writes();
+        let records: extern "C" fn() -> libc::c_long = std::mem::transmute(standin_fn(c"uxn_standin_event_records"));
+        let (writes0, records0) = (writes(), records());
         let sticky = StickyFaults::on();
         standin_fail_next_copies(1);
         assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
         assert_eq!(standin_fail_next_copies(0), 0, "the copy did not take the injected failure");
-        assert_eq!(writes(), writes0 + 1, "the copy on the stream is told by a stream write");
+        assert_eq!((writes(), records()), (writes0, records0 + 1), "the copy on the stream is told by an event");
+        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut w), Status::Ok, "{}", last());
+        assert_eq!(writes(), writes0 + 1, "after() is told by a stream write");
         // The stream waits for the gate: the first poll probes and finds no fault.
-        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
-        assert_eq!(r, NOT_READY, "the copy behind the held stream");
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, w, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, NOT_READY, "the wait behind the held stream");
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, gate), Status::Ok);
         // Polls 3 ms apart: each is due for a probe.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while r == NOT_READY && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(3));
-            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, w, null_mut(), &mut r), Status::Ok);
+        }
+        assert_eq!(r, UNKNOWN, "polls 3 ms apart never found the fault before the wait's word (5 s)");
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, w, r, &c, &mut settled), Status::Ok);
+        assert_eq!(settled, EngineSettled::Report, "a wait over a fault is reported");
+        // The copy's event says it failed.
+        let mut rc = NOT_READY;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while rc == NOT_READY && std::time::Instant::now() < until {
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut rc), Status::Ok);
         }
         drop(sticky); // the fault cleared (a new context): the engine's drain queries again
-        assert_eq!(r, UNKNOWN, "polls 3 ms apart never found the fault before the ticket's word (5 s)");
+        assert!(rc != NOT_READY && rc != 0, "the failed copy's event reported {rc}");
         assert!(dst.iter().all(|&b| b == 0), "the failed copy moved bytes");
-        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, &c, &mut settled), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, rc, &c, &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Redo, "a failed copy on a caller's stream is redone");
         assert_eq!(upcxx_extra_nvshmem_engine_take_error(e), Status::CudaError);
         upcxx_extra_nvshmem_engine_free(e);

@@ -18,9 +18,10 @@
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
 //   T6 in a fork() child, copy_on_stream, copy_after and after() throw errc forked.
-//   T7 (stand-in) after() and a fast copy_on_stream are one stream write each and no event, on a
-//      stream of the heap's device and of another device; a copy failed before after() on the
-//      stream is still reported by check_copies().
+//   T7 (stand-in) after() and a fast copy_on_stream by the copy kernel are one stream write each
+//      and no event, on a stream of the heap's device and of another device; a fast
+//      copy_on_stream that is one cudaMemcpyAsync is one event and no stream write; a copy failed
+//      before after() on the stream is still reported by check_copies().
 //   T8 copies_on_stream: 16 small copies and a large one, in the stream's order (after a 150 ms
 //      host function and the sources' write, before a read queued behind them); on the fast path
 //      the call not waiting and the small ones in one launch of the batch kernel (stand-in).
@@ -332,7 +333,8 @@ static void t6_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
 }
 
 // The groups named on the command line (none: all of them).
-// T7: the stream operations' completions are words the stream writes, not events.
+// T7: the stream operations' completions are words the stream writes, not events, except a
+// copy_on_stream that is one cudaMemcpyAsync (an event).
 static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     using count_fn = long (*)();
     const auto writes = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_stream_writes"));
@@ -355,6 +357,15 @@ static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char 
     check("T7.copy_word", done && writes() - w0 == 1 && records() - e0 == 0 && wrong_bytes(b, 0x3d) == 0,
           "copy_on_stream: %ld stream writes, %ld events recorded (want 1 and 0), done %d", writes() - w0,
           records() - e0, static_cast<int>(done));
+    const std::size_t batch_bytes = heap.copy_batch_bytes();
+    heap.set_copy_batch_bytes(0);  // the same copy as one cudaMemcpyAsync
+    set_bytes(a, 0x3e);
+    w0 = writes(), e0 = records();
+    done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
+    check("T7.copy_event", done && writes() - w0 == 0 && records() - e0 == 1 && wrong_bytes(b, 0x3e) == 0,
+          "copy_on_stream by cudaMemcpyAsync: %ld stream writes, %ld events recorded (want 0 and 1), done %d",
+          writes() - w0, records() - e0, static_cast<int>(done));
+    heap.set_copy_batch_bytes(batch_bytes);
     int ndev = 0;
     cudaGetDeviceCount(&ndev);
     if (ndev >= 2) {  // a stream of another device is written in its own context

@@ -132,9 +132,9 @@ std::atomic<long> g_stream_writes{0}, g_event_records{0};
 // Copy failures a stream write reached before any event or synchronize reported them: the next
 // cuStreamQuery (of any stream) reports one, as a GPU's context reports a fault to any call.
 std::atomic<int> g_faults{0};
-// uxn_standin_sticky_faults(1): such a fault stays (every cuStreamQuery reports it) and no stream
-// write or signalling kernel's word stores from then on, as a faulted GPU context runs no more
-// work; uxn_standin_sticky_faults(0) clears it (a new context).
+// uxn_standin_sticky_faults(1): such a fault stays (every cuStreamQuery, cuEventQuery and
+// cuEventSynchronize reports it) and no stream write or signalling kernel's word stores from then on, as a faulted GPU
+// context runs no more work; uxn_standin_sticky_faults(0) clears it (a new context).
 std::atomic<bool> g_sticky{false}, g_sticky_fault{false};
 std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;
@@ -549,6 +549,7 @@ cudaError_t event_outcome(Event *e) {
 }
 cudaError_t event_query(Event *e) {
     if (!e) return cudaErrorInvalidResourceHandle;
+    if (g_sticky_fault.load()) return cudaErrorUnknown;  // a faulted context: every call reports it
     Global &g = G();
     std::lock_guard<std::mutex> lk(g.mu);
     if (!e->s) return cudaSuccess;
@@ -563,6 +564,7 @@ cudaError_t event_sync(Event *e) {
     Stream *s = e->s;
     uint64_t upto = e->upto;
     g.cv.wait(lk, [&] { return s->completed >= upto; });
+    if (g_sticky_fault.load()) return cudaErrorUnknown;
     return event_outcome(e);
 }
 cudaError_t stream_sync(const void *stream, int dev) {

@@ -29,10 +29,11 @@ unsigned uxn_standin_copy_delay_us(void);
 int uxn_standin_fail_next_copies(int n);
 /* on = 1: a copy failure that a stream write (or a signalling batch kernel's word) reaches before
  * any event or synchronize reported it faults the context for good, as a GPU's asynchronous fault
- * does: every cuStreamQuery (of any stream) reports CUDA_ERROR_UNKNOWN, and no stream write or
- * kernel's word stores from then on (the work before them still runs). on = 0 (the default):
- * such a fault is reported once and later writes store. Either call clears a fault left by the
- * sticky mode (a new context). Returns the previous mode. */
+ * does: every cuStreamQuery (of any stream), cuEventQuery and cuEventSynchronize reports
+ * CUDA_ERROR_UNKNOWN, and no stream write or kernel's word stores from then on (the work
+ * before them still runs). on = 0 (the default): such a fault is reported once and later
+ * writes store. Either call clears a fault left by the sticky mode (a new context). Returns the
+ * previous mode. */
 int uxn_standin_sticky_faults(int on);
 /* The next n cuLaunchKernel calls (the batched-copy kernel) fail at the call with
  * CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, enqueue nothing and leave no error behind, as a launch a

@@ -519,7 +519,7 @@ public:
     ///     cudaStreamPerThread when it is the calling thread's current device) is issued on
     ///     `stream` itself: with heap memory at both ends and at most copy_batch_bytes(), one
     ///     launch of the heap's copy kernel that also writes the copy's completion word;
-    ///     otherwise one cudaMemcpyAsync and a stream write after it. On a stream of another
+    ///     otherwise one cudaMemcpyAsync and an event recorded after it. On a stream of another
     ///     device it runs on the heap's stream between two events (after `stream`'s work, and
     ///     `stream` waits for it). Separate calls are not batched: each is issued in its call
     ///     (copies_on_stream moves many in one launch).

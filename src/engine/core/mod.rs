@@ -349,11 +349,15 @@ impl<G: Gpu> Engine<G> {
             }
         }
         self.wait_watched(&mut st);
-        let Some(stream) = st.batch.stream else { return 0 };
-        self.settle_by_marks(&mut st);
+        if st.batch.stream.is_some() {
+            self.settle_by_marks(&mut st);
+        }
+        // The pool also holds the events of copies on callers' streams, with or without a stream
+        // of the engine's own.
         for e in std::mem::take(&mut st.marks.events) {
             self.gpu.event_destroy(e);
         }
+        let Some(stream) = st.batch.stream else { return 0 };
         self.gpu.stream_destroy(self.device, stream);
         st.batch.stream = None;
         st.marks.failures.iter().map(|f| f.last - f.first + 1 - f.redone).sum()
