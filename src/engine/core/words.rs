@@ -1,10 +1,11 @@
 //! The words that callers' streams write: a pending [`CallerTicket`](super::CallerTicket) of
 //! `after()`, of `copies_on_stream` or of a `copy_on_stream` by the copy kernel has a word of host
 //! memory mapped for the GPU that the stream itself writes when it reaches that point
-//! (`cuStreamWriteValue32`, or the batch kernel's launch itself): a poll is a load of that word, no
-//! CUDA call (a `copy_on_stream` by `cuMemcpyAsync` has an event instead: [`super::on_stream`]). A word belongs to one pending ticket, not to a stream: a stream handle may be
-//! destroyed and its value reused by CUDA for a new stream, and two streams writing one word would
-//! leave it out of order; a word goes back to the pool once its write was seen. The value written
+//! (`cuStreamWriteValue32`, or the batch kernel's launch itself): a poll is a load of that word,
+//! no CUDA call (a `copy_on_stream` by `cuMemcpyAsync` has an event instead:
+//! [`super::on_stream`]). A word belongs to one pending ticket, not to a stream: a stream handle
+//! may be destroyed and its value reused by CUDA for a new stream, and two streams writing one
+//! word would leave it out of order; a word goes back to the pool once its write was seen. The value written
 //! is the engine's next 32-bit number (never 0), so a word reused cannot be taken for an older
 //! ticket's.
 //!
