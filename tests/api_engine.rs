@@ -564,13 +564,10 @@ fn standin_a_fault_before_a_word_is_found_by_polls_far_apart() {
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, w, r, &c, &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Report, "a wait over a fault is reported");
         // The copy's event says it failed.
-        let mut rc = NOT_READY;
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while rc == NOT_READY && std::time::Instant::now() < until {
-            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut rc), Status::Ok);
-        }
+        let rc = poll_until_over(e, t, null_mut());
         drop(sticky); // the fault cleared (a new context): the engine's drain queries again
-        assert!(rc != NOT_READY && rc != 0, "the failed copy's event reported {rc}");
+        assert!(rc.is_some_and(|rc| rc != 0), "the failed copy's event reported {rc:?}");
+        let rc = rc.unwrap();
         assert!(dst.iter().all(|&b| b == 0), "the failed copy moved bytes");
         assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, rc, &c, &mut settled), Status::Ok);
         assert_eq!(settled, EngineSettled::Redo, "a failed copy on a caller's stream is redone");

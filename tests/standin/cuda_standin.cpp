@@ -133,8 +133,9 @@ std::atomic<long> g_stream_writes{0}, g_event_records{0};
 // cuStreamQuery (of any stream) reports one, as a GPU's context reports a fault to any call.
 std::atomic<int> g_faults{0};
 // uxn_standin_sticky_faults(1): such a fault stays (every cuStreamQuery, cuEventQuery and
-// cuEventSynchronize reports it) and no stream write or signalling kernel's word stores from then on, as a faulted GPU
-// context runs no more work; uxn_standin_sticky_faults(0) clears it (a new context).
+// cuEventSynchronize reports it) and no stream write or signalling kernel's word stores from then
+// on, as a faulted GPU context runs no more work; uxn_standin_sticky_faults(0) clears it (a new
+// context).
 std::atomic<bool> g_sticky{false}, g_sticky_fault{false};
 std::atomic<long> g_busy_destroys{0};  // streams destroyed with work queued (uxn_standin_busy_stream_destroys)
 int g_devices = 1;

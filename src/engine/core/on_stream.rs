@@ -59,32 +59,30 @@ impl<G: Gpu> Engine<G> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
-        let (event, result) = {
-            // A small copy with device memory at both ends: one launch that copies and writes the
-            // ticket's word (one operation on the stream, not two).
-            if r.flags & DEVICE_ENDS != 0
-                && r.bytes > 0
-                && r.bytes <= self.batch_bytes()
-                && let Some((w, sig)) = self.take_signal(&mut st)
-            {
-                let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
-                if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
-                    self.batched.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
-                }
-                st.words.free.push(w); // not launched: nothing will write it
+        // A small copy with device memory at both ends: one launch that copies and writes the
+        // ticket's word (one operation on the stream, not two).
+        if r.flags & DEVICE_ENDS != 0
+            && r.bytes > 0
+            && r.bytes <= self.batch_bytes()
+            && let Some((w, sig)) = self.take_signal(&mut st)
+        {
+            let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
+            if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
+                self.batched.fetch_add(1, Ordering::Relaxed);
+                return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
             }
-            if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
-                return Err(Error::new(
-                    Status::CudaError,
-                    format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
-                ));
-            }
-            // Told by an event, not a word: right after a cuMemcpyAsync a stream write costs the
-            // host 1.1-1.5 us a call, an event record 0.2 (docs/streams.md, "What copy_on_stream
-            // costs"); a poll is then one cuEventQuery.
-            self.event_after(&mut st, r.stream)
-        };
+            st.words.free.push(w); // not launched: nothing will write it
+        }
+        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
+            return Err(Error::new(
+                Status::CudaError,
+                format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
+            ));
+        }
+        // Told by an event, not a word: right after a cuMemcpyAsync an event record costs the host
+        // less than a stream write (docs/streams.md, "What copy_on_stream costs"); a poll is then
+        // one cuEventQuery.
+        let (event, result) = self.event_after(&mut st, r.stream);
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
 

@@ -5,9 +5,9 @@
 //! no CUDA call (a `copy_on_stream` by `cuMemcpyAsync` has an event instead:
 //! [`super::on_stream`]). A word belongs to one pending ticket, not to a stream: a stream handle
 //! may be destroyed and its value reused by CUDA for a new stream, and two streams writing one
-//! word would leave it out of order; a word goes back to the pool once its write was seen. The value written
-//! is the engine's next 32-bit number (never 0), so a word reused cannot be taken for an older
-//! ticket's.
+//! word would leave it out of order; a word goes back to the pool once its write was seen. The
+//! value written is the engine's next 32-bit number (never 0), so a word reused cannot be taken
+//! for an older ticket's.
 //!
 //! A failed stream is noticed without a CUDA call per poll: when a ticket's word has landed, one
 //! query of the context (`cuStreamQuery` of the engine's stream) says whether the GPU reported a
