@@ -73,7 +73,7 @@ impl<G: Gpu> Engine<G> {
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
-        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
+        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device), r.flags & DEVICE_ENDS != 0) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
@@ -190,7 +190,7 @@ impl<G: Gpu> Engine<G> {
                     continue;
                 }
                 for (i, d) in chunk {
-                    self.gpu.memcpy_async(d.dst, d.src, d.bytes, target, Some(self.device)).map_err(|c| (*i, self.gpu.result_name(c)))?;
+                    self.gpu.memcpy_async(d.dst, d.src, d.bytes, target, Some(self.device), true).map_err(|c| (*i, self.gpu.result_name(c)))?;
                 }
             }
             run.clear();
@@ -205,7 +205,7 @@ impl<G: Gpu> Engine<G> {
                 continue;
             }
             launch(&mut run, &mut batched, None)?;
-            self.gpu.memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device)).map_err(|c| (i, self.gpu.result_name(c)))?;
+            self.gpu.memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device), r.flags & DEVICE_ENDS != 0).map_err(|c| (i, self.gpu.result_name(c)))?;
         }
         let signalled = launch(&mut run, &mut batched, signal)?;
         Ok((batched, signalled))

@@ -6,6 +6,8 @@
 //   ce_write      cuMemcpyAsync, then cuStreamWriteValue32 of a word of mapped host memory (the
 //                 library's copy above copy_batch_bytes())
 //   ce_event      cuMemcpyAsync, then cuEventRecord of a CU_EVENT_DISABLE_TIMING event
+//   dtod_event    cuMemcpyDtoDAsync (the call NVSHMEM's on-stream put makes between the PEs of one
+//                 node), then cuEventRecord
 //   ce_write_dev  cuMemcpyAsync, then cuStreamWriteValue32 of a word of device memory
 //   ce_write_10th cuMemcpyAsync, and a write after every tenth copy only
 //   kernel_signal the library's copy kernel that writes the completion word itself
@@ -13,7 +15,9 @@
 //                 last), grid as src/cuda.rs sizes it (the library's copy up to copy_batch_bytes())
 //   kernel_plain  the library's kernel without a completion (uxn_copy_batch, one descriptor)
 //   kernel_gpu_fence the signalling kernel with a device-scope fence instead of the system-scope one
-// One CSV line per size; then the host time of one call of each driver operation.
+// One CSV line per size; then the host time of one call of each driver operation, the copies
+// between two cudaMalloc buffers and between two buffers of VMM memory (cuMemCreate and cuMemMap,
+// as NVSHMEM maps its heap).
 //   nvcc -O2 -arch=native -o completion_cost tests/cxx/bench/completion_cost.cu -lcuda && ./completion_cost
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -84,7 +88,7 @@ int main() {
         return best;
     };
     std::printf(
-        "CSV,bytes,ce,ce_write,ce_event,ce_write_dev,ce_write_10th,kernel_signal,kernel_plain,kernel_gpu_fence\n");
+        "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,kernel_signal,kernel_plain,kernel_gpu_fence\n");
     for (size_t n : {size_t(8), size_t(4096), size_t(65536), size_t(262144), size_t(524288), size_t(1) << 20, cap}) {
         auto src = [&](int i) { return a + (i & 1) * cap; };
         auto dst = [&](int i) { return b + (i & 1) * cap; };
@@ -114,6 +118,10 @@ int main() {
             const CUresult r = ce(i);
             return r ? r : cuEventRecord(ev, s);
         });
+        const double t_dtod = per_copy([&](int i) {
+            const CUresult r = cuMemcpyDtoDAsync(dst(i), src(i), n, s);
+            return r ? r : cuEventRecord(ev, s);
+        });
         const double t_dev = per_copy([&](int i) {
             const CUresult r = ce(i);
             return r ? r : cuStreamWriteValue32(s, devword, ++value, 0);
@@ -125,7 +133,7 @@ int main() {
         const double t_ks = per_copy([&](int i) { return kernel(i, 1); });
         const double t_kp = per_copy([&](int i) { return kernel(i, 0); });
         const double t_kg = per_copy([&](int i) { return kernel(i, 2); });
-        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event, t_dev, t_10th, t_ks,
+        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event, t_dtod, t_dev, t_10th, t_ks,
                     t_kp, t_kg);
         std::fflush(stdout);
     }
@@ -142,11 +150,35 @@ int main() {
         return best;
     };
     const double h_copy = host([&] { return cuMemcpyAsync(b, a, 8, s); });
+    const double h_dtod = host([&] { return cuMemcpyDtoDAsync(b, a, 8, s); });
+    // Two buffers of VMM memory, as NVSHMEM's heap is mapped.
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+    for (int k = 0; k < 2; k++) {
+        CUmemGenericAllocationHandle h;
+        CK(cuMemCreate(&h, gran, &prop, 0));
+        CK(cuMemMap(va + k * gran, gran, 0, h, 0));
+        CK(cuMemRelease(h));
+    }
+    CUmemAccessDesc access = {};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CK(cuMemSetAccess(va, 2 * gran, &access, 1));
+    const double h_vmm_copy = host([&] { return cuMemcpyAsync(va + gran, va, 8, s); });
+    const double h_vmm_dtod = host([&] { return cuMemcpyDtoDAsync(va + gran, va, 8, s); });
     const double h_write = host([&] { return cuStreamWriteValue32(s, dword, ++value, 0); });
     const double h_record = host([&] { return cuEventRecord(ev, s); });
     const double h_query = host([&] { return cuEventQuery(ev); });
-    std::printf("HOST,us per call,cuMemcpyAsync %.2f,cuStreamWriteValue32 %.2f,cuEventRecord %.2f,cuEventQuery %.2f\n",
-                h_copy, h_write, h_record, h_query);
+    std::printf(
+        "HOST,us per call,cuMemcpyAsync %.2f,cuMemcpyDtoDAsync %.2f,VMM cuMemcpyAsync %.2f,VMM cuMemcpyDtoDAsync "
+        "%.2f,cuStreamWriteValue32 %.2f,cuEventRecord %.2f,cuEventQuery %.2f\n",
+        h_copy, h_dtod, h_vmm_copy, h_vmm_dtod, h_write, h_record, h_query);
     // The last completion word written holds the last value (every signal above landed).
     if (failed || *reinterpret_cast<volatile unsigned *>(word) != value) {
         std::printf("FAIL: a driver call failed, or the word holds %u, not %u\n", *word, value);
