@@ -88,7 +88,8 @@ int main() {
         return best;
     };
     std::printf(
-        "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,kernel_signal,kernel_plain,kernel_gpu_fence\n");
+        "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,kernel_signal,kernel_plain,kernel_gpu_"
+        "fence\n");
     for (size_t n : {size_t(8), size_t(4096), size_t(65536), size_t(262144), size_t(524288), size_t(1) << 20, cap}) {
         auto src = [&](int i) { return a + (i & 1) * cap; };
         auto dst = [&](int i) { return b + (i & 1) * cap; };
@@ -133,8 +134,8 @@ int main() {
         const double t_ks = per_copy([&](int i) { return kernel(i, 1); });
         const double t_kp = per_copy([&](int i) { return kernel(i, 0); });
         const double t_kg = per_copy([&](int i) { return kernel(i, 2); });
-        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event, t_dtod, t_dev, t_10th, t_ks,
-                    t_kp, t_kg);
+        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event, t_dtod, t_dev,
+                    t_10th, t_ks, t_kp, t_kg);
         std::fflush(stdout);
     }
     auto host = [&](const std::function<CUresult()> &f) {
