@@ -465,9 +465,10 @@ fn copy_on_stream_batch_argument_checks() {
 }
 
 /// A batch on a caller's stream (the legacy default stream): small copies with device ends in one
-/// launch, a large one as a copy, in order; one ticket lands once every copy did, settled LANDED.
-/// With its launch failed (the stand-in fails it asynchronously: every copy of the launch) the
-/// ticket reports it, settled REPORT (never REDO), and take_error names the batch.
+/// launch, a large one as a copy (`cuMemcpyDtoDAsync`), in order; one ticket lands once every copy
+/// did, settled LANDED. With its launch failed (the stand-in fails it asynchronously: every copy
+/// of the launch) the ticket reports it, settled REPORT (never REDO), and take_error names the
+/// batch.
 #[test]
 fn standin_copy_on_stream_batch_lands_in_order() {
     if !driver() {
@@ -492,8 +493,12 @@ fn standin_copy_on_stream_batch_lands_in_order() {
         cs.push(copy_of(s, d, EngineFlag::DeviceEnds as u32));
     }
     let mut t = 0;
+    // SAFETY: its C signature, long (void).
+    let dtod: extern "C" fn() -> libc::c_long = unsafe { std::mem::transmute(standin_fn(c"uxn_standin_dtod_copies")) };
     unsafe {
+        let before = dtod();
         assert_eq!(upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), cs.as_ptr(), cs.len(), &mut t), Status::Ok, "{}", last());
+        assert_eq!(dtod() - before, 1, "the large copy with device ends: one cuMemcpyDtoDAsync");
         assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "the batch never landed");
         for (i, d) in dst.iter().enumerate() {
             assert!(d.iter().all(|&b| b == i as u8 + 1), "copy {i} of the batch did not land");
