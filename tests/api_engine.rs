@@ -309,7 +309,8 @@ fn standin_poll_without_a_slot_sees_the_copy_land() {
 
 /// A copy with device memory at both ends (DEVICE_ENDS) that the batch does not take is one
 /// `cuMemcpyDtoDAsync` (the call NVSHMEM's on-stream put makes), in the engine's order and in a
-/// caller's stream's; a copy without the flag is one `cuMemcpyAsync` (the driver looks its ends up).
+/// caller's stream's, alone or in a batch; a copy without the flag is one `cuMemcpyAsync` (the
+/// driver looks its ends up).
 #[test]
 fn standin_device_end_copies_are_device_to_device() {
     if !driver() {
@@ -328,6 +329,21 @@ fn standin_device_end_copies_are_device_to_device() {
         assert_eq!(dtod() - before, want, "flags {flags:#x}: cuMemcpyDtoDAsync calls");
         assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "flags {flags:#x}: the copy never landed");
         assert!(dst.iter().all(|&b| b == 9), "flags {flags:#x}: the bytes");
+    }
+    for (flags, want) in [(ends, 1), (0, 0)] {
+        // The same copy in a batch on a caller's stream.
+        let mut dst = vec![0u8; src.len()];
+        let (before, mut t) = (dtod(), 0);
+        let c = [copy_of(&src, &mut dst, flags)];
+        assert_eq!(
+            unsafe { upcxx_extra_nvshmem_engine_copy_on_stream_batch(e, null_mut(), c.as_ptr(), 1, &mut t) },
+            Status::Ok,
+            "{}",
+            last()
+        );
+        assert_eq!(dtod() - before, want, "a batch's copy, flags {flags:#x}: cuMemcpyDtoDAsync calls");
+        assert_eq!(poll_until_over(e, t, null_mut()), Some(LANDED), "a batch's copy, flags {flags:#x}: never landed");
+        assert!(dst.iter().all(|&b| b == 9), "a batch's copy, flags {flags:#x}: the bytes");
     }
     unsafe { upcxx_extra_nvshmem_engine_free(e) };
 }
