@@ -180,8 +180,7 @@ typedef enum upcxx_extra_nvshmem_copy_default_t {
 typedef enum upcxx_extra_nvshmem_engine_flag_t {
   /**
    * Both ends are device memory (the engine's device or a peer's heap): a copy of at most the
-   * batch size (`engine_batch_bytes`) joins the batch; any other is one `cuMemcpyDtoDAsync`
-   * (without the flag: `cuMemcpyAsync`, which looks each end up).
+   * batch size (`engine_batch_bytes`) joins the batch.
    */
   UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS = 1,
   /**

@@ -522,20 +522,12 @@ pub fn stream_write_value32(s: usize, addr: usize, value: u32, ctx: Option<i32>)
     in_ctx(ctx, || ok(unsafe { sys::cuStreamWriteValue32_v2(s as sys::CUstream, addr as sys::CUdeviceptr, value, 0) }))
 }
 
-/// Enqueues a copy of `bytes` from `src` to `dst` on `s`: with `device_ends` (both ends device
-/// memory, this device's or a peer's it maps) `cuMemcpyDtoDAsync`, the call NVSHMEM's on-stream
-/// put makes between the PEs of a node; else `cuMemcpyAsync` (any memory the driver reaches:
-/// unified addressing), which looks up each end's kind first.
+/// Enqueues a copy of `bytes` from `src` to `dst` (any memory the driver reaches: unified
+/// addressing) on `s`.
 #[allow(unsafe_code)]
-pub fn memcpy_async(dst: usize, src: usize, bytes: usize, s: usize, ctx: Option<i32>, device_ends: bool) -> Result<(), Code> {
-    let (d, from, st) = (dst as sys::CUdeviceptr, src as sys::CUdeviceptr, s as sys::CUstream);
-    if device_ends {
-        // SAFETY: the caller names device memory it owns; the driver checks the addresses it can.
-        in_ctx(ctx, || ok(unsafe { sys::cuMemcpyDtoDAsync_v2(d, from, bytes, st) }))
-    } else {
-        // SAFETY: the caller names memory it owns; the driver checks the addresses it can.
-        in_ctx(ctx, || ok(unsafe { sys::cuMemcpyAsync(d, from, bytes, st) }))
-    }
+pub fn memcpy_async(dst: usize, src: usize, bytes: usize, s: usize, ctx: Option<i32>) -> Result<(), Code> {
+    // SAFETY: the caller names memory it owns; the driver checks the addresses it can.
+    in_ctx(ctx, || ok(unsafe { sys::cuMemcpyAsync(dst as sys::CUdeviceptr, src as sys::CUdeviceptr, bytes, s as sys::CUstream) }))
 }
 
 /// The device a stream belongs to (0, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`: the calling

@@ -29,8 +29,7 @@ pub struct EngineHandle {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineFlag {
     /// Both ends are device memory (the engine's device or a peer's heap): a copy of at most the
-    /// batch size (`engine_batch_bytes`) joins the batch; any other is one `cuMemcpyDtoDAsync`
-    /// (without the flag: `cuMemcpyAsync`, which looks each end up).
+    /// batch size (`engine_batch_bytes`) joins the batch.
     DeviceEnds = 1,
     /// Ordered after the work queued on `stream` before the call (the engine's stream waits for
     /// an event recorded there, on the GPU).

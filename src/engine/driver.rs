@@ -71,8 +71,8 @@ impl Gpu for Driver {
     fn stream_wait_event(&self, s: Handle, e: Handle, ctx: Option<i32>) -> Result<(), Code> {
         cuda::stream_wait_event(s, e, ctx)
     }
-    fn memcpy_async(&self, dst: usize, src: usize, bytes: usize, s: Handle, ctx: Option<i32>, device_ends: bool) -> Result<(), Code> {
-        cuda::memcpy_async(dst, src, bytes, s, ctx, device_ends)
+    fn memcpy_async(&self, dst: usize, src: usize, bytes: usize, s: Handle, ctx: Option<i32>) -> Result<(), Code> {
+        cuda::memcpy_async(dst, src, bytes, s, ctx)
     }
     fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
         let mut param = [cuda::BatchCopy::default(); cuda::BATCH_MAX];

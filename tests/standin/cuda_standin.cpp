@@ -128,7 +128,7 @@ std::atomic<int> g_fail_next{0};
 std::atomic<int> g_fail_launches{
     0};  // the next n cuLaunchKernel calls fail at the call (uxn_standin_fail_next_launches)
 std::atomic<long> g_failed_copies{0}, g_async_copies{0}, g_batch_launches{0}, g_batched_copies{0};
-std::atomic<long> g_stream_writes{0}, g_event_records{0}, g_dtod_copies{0};
+std::atomic<long> g_stream_writes{0}, g_event_records{0};
 // Copy failures a stream write reached before any event or synchronize reported them: the next
 // cuStreamQuery (of any stream) reports one, as a GPU's context reports a fault to any call.
 std::atomic<int> g_faults{0};
@@ -636,7 +636,6 @@ UXN_EXPORT long uxn_standin_busy_stream_destroys(void) { return g_busy_destroys.
 UXN_EXPORT long uxn_standin_batch_launches(void) { return g_batch_launches.load(); }
 UXN_EXPORT long uxn_standin_stream_writes(void) { return g_stream_writes.load(); }
 UXN_EXPORT long uxn_standin_event_records(void) { return g_event_records.load(); }
-UXN_EXPORT long uxn_standin_dtod_copies(void) { return g_dtod_copies.load(); }
 UXN_EXPORT long uxn_standin_batched_copies(void) { return g_batched_copies.load(); }
 UXN_EXPORT int uxn_standin_register_device_range(void *base, size_t size, int device) {
     Global &g = G();
@@ -1206,7 +1205,6 @@ UXN_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_
 }
 UXN_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
     DRV_ENTER();
-    g_dtod_copies.fetch_add(1);
     return drv_copy_async(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), n, s);
 }
 UXN_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n, CUstream s) {

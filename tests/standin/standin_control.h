@@ -57,10 +57,6 @@ long uxn_standin_batched_copies(void);
 long uxn_standin_stream_writes(void);
 long uxn_standin_event_records(void);
 
-/* cuMemcpyDtoDAsync calls so far (process-wide): what the library issues for a copy with device
- * memory at both ends, where any other copy is a cuMemcpyAsync. */
-long uxn_standin_dtod_copies(void);
-
 /* Streams that upcxx-extra-nvshmem's library (the caller of cuStreamDestroy, by its shared
  * object) destroyed with work still queued on them, so far (process-wide). The stand-in runs that
  * work regardless, as CUDA does; a copy engine whose drain destroys its stream before its copies

@@ -56,7 +56,7 @@ impl<G: Gpu> Engine<G> {
         }
         if e == SUCCESS {
             let s = st.batch.stream.unwrap_or(0);
-            e = self.gpu.memcpy_async(r.dst, r.src, r.bytes, s, Some(self.device), r.flags & DEVICE_ENDS != 0).err().unwrap_or(SUCCESS);
+            e = self.gpu.memcpy_async(r.dst, r.src, r.bytes, s, Some(self.device)).err().unwrap_or(SUCCESS);
         }
         if e != SUCCESS {
             return Err(Error::new(Status::CudaError, format!("issuing the {} failed: {}", Self::describe(r), self.gpu.result_name(e))));
@@ -107,7 +107,7 @@ impl<G: Gpu> Engine<G> {
         let batch = std::mem::take(&mut st.batch.descs);
         let seqs = std::mem::take(&mut st.batch.seqs);
         for (d, seq) in batch.iter().zip(seqs) {
-            if let Err(e) = self.gpu.memcpy_async(d.dst, d.src, d.bytes, s, Some(self.device), true) {
+            if let Err(e) = self.gpu.memcpy_async(d.dst, d.src, d.bytes, s, Some(self.device)) {
                 let w = self.gpu.stream_synchronize(s, Some(self.device)).err().unwrap_or(SUCCESS);
                 self.retire_marks(st);
                 self.settle_through(st, seq - 1, w);

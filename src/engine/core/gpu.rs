@@ -52,17 +52,7 @@ pub trait Gpu: Send + Sync {
     fn event_synchronize(&self, e: Handle) -> std::result::Result<(), Code>;
     fn stream_synchronize(&self, s: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
     fn stream_wait_event(&self, s: Handle, e: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
-    /// Enqueues a copy on `s`; `device_ends`: both ends are device memory ([`DEVICE_ENDS`]), so
-    /// the driver need not look up what kind of memory each end is.
-    fn memcpy_async(
-        &self,
-        dst: usize,
-        src: usize,
-        bytes: usize,
-        s: Handle,
-        ctx: Option<i32>,
-        device_ends: bool,
-    ) -> std::result::Result<(), Code>;
+    fn memcpy_async(&self, dst: usize, src: usize, bytes: usize, s: Handle, ctx: Option<i32>) -> std::result::Result<(), Code>;
     /// One kernel launch that moves every copy of `batch` (1 to [`Gpu::BATCH_MAX`]) and, with
     /// `signal`, then writes its completion word; on an error nothing was enqueued, and the text
     /// says why.

@@ -73,7 +73,7 @@ impl<G: Gpu> Engine<G> {
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
-        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device), r.flags & DEVICE_ENDS != 0) {
+        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
@@ -175,27 +175,27 @@ impl<G: Gpu> Engine<G> {
         let mut batched = 0;
         let mut run: Vec<(usize, Desc)> = Vec::new();
         // Launches `run` (the last chunk with `sig`): whether `sig` went with one.
-        let launch =
-            |run: &mut Vec<(usize, Desc)>, batched: &mut usize, sig: Option<Signal>| -> std::result::Result<bool, (usize, String)> {
-                let chunks = run.len().div_ceil(G::BATCH_MAX);
-                let mut signalled = false;
-                for (k, chunk) in run.chunks(G::BATCH_MAX).enumerate() {
-                    let descs: Vec<Desc> = chunk.iter().map(|c| c.1).collect();
-                    let sig = sig.filter(|_| k + 1 == chunks);
-                    if self.gpu.launch_batch(self.device, target, &descs, sig).is_ok() {
-                        *batched += descs.len();
-                        signalled = sig.is_some();
-                        continue;
-                    }
-                    for (i, d) in chunk {
-                        self.gpu
-                            .memcpy_async(d.dst, d.src, d.bytes, target, Some(self.device), true)
-                            .map_err(|c| (*i, self.gpu.result_name(c)))?;
-                    }
+        let launch = |run: &mut Vec<(usize, Desc)>,
+                      batched: &mut usize,
+                      sig: Option<Signal>|
+         -> std::result::Result<bool, (usize, String)> {
+            let chunks = run.len().div_ceil(G::BATCH_MAX);
+            let mut signalled = false;
+            for (k, chunk) in run.chunks(G::BATCH_MAX).enumerate() {
+                let descs: Vec<Desc> = chunk.iter().map(|c| c.1).collect();
+                let sig = sig.filter(|_| k + 1 == chunks);
+                if self.gpu.launch_batch(self.device, target, &descs, sig).is_ok() {
+                    *batched += descs.len();
+                    signalled = sig.is_some();
+                    continue;
                 }
-                run.clear();
-                Ok(signalled)
-            };
+                for (i, d) in chunk {
+                    self.gpu.memcpy_async(d.dst, d.src, d.bytes, target, Some(self.device)).map_err(|c| (*i, self.gpu.result_name(c)))?;
+                }
+            }
+            run.clear();
+            Ok(signalled)
+        };
         for (i, r) in reqs.iter().enumerate() {
             if r.bytes == 0 {
                 continue;
@@ -205,9 +205,7 @@ impl<G: Gpu> Engine<G> {
                 continue;
             }
             launch(&mut run, &mut batched, None)?;
-            self.gpu
-                .memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device), r.flags & DEVICE_ENDS != 0)
-                .map_err(|c| (i, self.gpu.result_name(c)))?;
+            self.gpu.memcpy_async(r.dst, r.src, r.bytes, target, Some(self.device)).map_err(|c| (i, self.gpu.result_name(c)))?;
         }
         let signalled = launch(&mut run, &mut batched, signal)?;
         Ok((batched, signalled))

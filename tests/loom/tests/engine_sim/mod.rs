@@ -415,7 +415,7 @@ impl Gpu for ModelGpu {
         });
         Ok(())
     }
-    fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, ctx: Option<i32>, _device_ends: bool) -> Result<(), Code> {
+    fn memcpy_async(&self, _dst: usize, src: usize, _bytes: usize, st: Handle, ctx: Option<i32>) -> Result<(), Code> {
         self.with(|s| {
             Self::in_context(s, st, ctx);
             if s.refuse_copy == Some(src) {
