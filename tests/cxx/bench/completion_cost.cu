@@ -88,8 +88,8 @@ int main() {
         return best;
     };
     std::printf(
-        "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,kernel_signal,kernel_plain,kernel_gpu_"
-        "fence\n");
+        "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,"
+        "kernel_signal,kernel_plain,kernel_gpu_fence\n");
     for (size_t n : {size_t(8), size_t(4096), size_t(65536), size_t(262144), size_t(524288), size_t(1) << 20, cap}) {
         auto src = [&](int i) { return a + (i & 1) * cap; };
         auto dst = [&](int i) { return b + (i & 1) * cap; };
