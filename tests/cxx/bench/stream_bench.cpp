@@ -19,6 +19,15 @@
 // A ratio above 1 means the library finished the window sooner. The completions of the
 // library's copies run at the next progress (they are not part of the time).
 //
+// Then, with -c C (default 4194304, 0: none), where a copy_on_stream's host time goes, at each
+// size from max(-s, 512 KiB) to C (where copy_on_stream is one cudaMemcpyAsync): the host's time
+// per call while issuing 100 copies back to back on `s` (best of R windows, alternating), layer by
+// layer, down to the driver calls it makes and NVSHMEM's put:
+//   COST <bytes> <heap.copy_on_stream> <upcxx_extra_nvshmem_engine_copy (ON_STREAM)>
+//        <cuMemcpyAsync + cuEventRecord> <cuMemcpyAsync> <nvshmemx_putmem_on_stream>
+// The engine is one of the C ABI's own (upcxx_extra_nvshmem_engine_new, no batching), its tickets
+// polled and completed after each window; the driver calls come from libcuda.so.1 (dlsym).
+//
 // Then the cost of one heap.after(s) call on an idle stream (-a calls, default 1000), and the
 // time until all are ready:
 //   AFTERCALL <calls> <us per call> <us until the last is ready>
@@ -31,9 +40,12 @@
 //         <progress us until ready> <host time freed, %> <progress() calls> <us per progress() call>
 //
 //   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456] [-a 1000]
+//                                 [-c 4194304]
 //
 // Without a GPU it says SKIPPED and exits 77.
+#include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
@@ -41,12 +53,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <upcxx/upcxx.hpp>
 #include "upcxx_extra/nvshmem.hpp"
+#include "upcxx_extra_nvshmem.h"
 #include "bench_util.hpp"
 
 namespace {
@@ -59,6 +74,25 @@ bool is_ready(const F &f) {
     return f.ready();
 #endif
 }
+
+// The two driver calls copy_on_stream makes for a copy above copy_batch_bytes(), from the driver
+// itself (the program links no libcuda of its own).
+struct driver_calls {
+    CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
+    CUresult (*event_create)(CUevent *, unsigned) = nullptr;
+    CUresult (*event_record)(CUevent, CUstream) = nullptr;
+    CUresult (*event_destroy)(CUevent) = nullptr;
+    bool load() {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+        if (!lib) return false;
+        memcpy_async = reinterpret_cast<decltype(memcpy_async)>(dlsym(lib, "cuMemcpyAsync"));
+        event_create = reinterpret_cast<decltype(event_create)>(dlsym(lib, "cuEventCreate"));
+        event_record = reinterpret_cast<decltype(event_record)>(dlsym(lib, "cuEventRecord"));
+        event_destroy = reinterpret_cast<decltype(event_destroy)>(dlsym(lib, "cuEventDestroy_v2"));
+        return memcpy_async && event_create && event_record && event_destroy;
+    }
+};
 
 }  // namespace
 
@@ -77,6 +111,7 @@ int main(int argc, char **argv) {
     std::vector<std::size_t> windows{1, 100};
     std::size_t min_size = 8, max_size = std::size_t(4) << 20, big = std::size_t(256) << 20;
     int reps = 6, warm = 2, after_calls = 1000;
+    std::size_t cost_max = std::size_t(4) << 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         if (a == "-w")
@@ -91,6 +126,8 @@ int main(int argc, char **argv) {
             warm = std::atoi(argv[i + 1]);
         else if (a == "-b")
             big = std::strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "-c")
+            cost_max = std::strtoull(argv[i + 1], nullptr, 10);
         else if (a == "-a")
             after_calls = std::atoi(argv[i + 1]);
     }
@@ -173,6 +210,94 @@ int main(int argc, char **argv) {
                     }
                     upcxx::barrier();
                 }
+            // Where a copy_on_stream's host time goes (rank 0 alone; -c).
+            driver_calls cu;
+            if (me == 0 && cost_max > 0 && !cu.load()) std::printf("COST SKIPPED: no driver calls from libcuda.so.1\n");
+            if (me == 0 && cost_max > 0 && cu.memcpy_async) {
+                constexpr std::size_t w = 100;
+                int dev = 0;
+                cudaGetDevice(&dev);
+                upcxx_extra_nvshmem_engine_t *eng = nullptr;
+                if (upcxx_extra_nvshmem_engine_new(dev, 0, &eng) != UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+                    throw std::runtime_error("upcxx_extra_nvshmem_engine_new failed");
+                std::vector<CUevent> evs(w);
+                for (auto &e : evs) cu.event_create(&e, CU_EVENT_DISABLE_TIMING);
+                std::vector<std::uint64_t> tickets(w);
+                char *peer = static_cast<char *>(nvshmem_ptr(dst, next));
+                const auto cs = reinterpret_cast<CUstream>(s);
+                for (std::size_t n = std::max<std::size_t>(min_size, 512 << 10); n <= cost_max && peer; n *= 2) {
+                    const std::size_t slots = std::max<std::size_t>(1, span / n);
+                    auto off = [&](std::size_t k) { return (k % slots) * n; };
+                    long done = 0;
+                    // One window of 100 calls of `layer`: the host's time per call.
+                    auto window = [&](int layer) {
+                        const double t0 = now();
+                        for (std::size_t k = 0; k < w; k++) {
+                            switch (layer) {
+                                case 0:
+                                    heap.copy_on_stream(
+                                        s, lsrc + static_cast<std::ptrdiff_t>(off(k)),
+                                        rdst + static_cast<std::ptrdiff_t>(off(k)), n,
+                                        upcxx::operation_cx::as_lpc(upcxx::current_persona(), [&done] { done++; }));
+                                    break;
+                                case 1: {
+                                    upcxx_extra_nvshmem_engine_copy_t c{};
+                                    c.dst = peer + off(k);
+                                    c.src = src + off(k);
+                                    c.bytes = n;
+                                    c.src_rank = me;
+                                    c.dst_rank = next;
+                                    c.flags = UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_ON_STREAM |
+                                              UPCXX_EXTRA_NVSHMEM_ENGINE_FLAG_DEVICE_ENDS;
+                                    c.stream = s;
+                                    if (upcxx_extra_nvshmem_engine_copy(eng, &c, &tickets[k]) !=
+                                        UPCXX_EXTRA_NVSHMEM_STATUS_OK)
+                                        throw std::runtime_error("upcxx_extra_nvshmem_engine_copy failed");
+                                    break;
+                                }
+                                case 2:
+                                    cu.memcpy_async(reinterpret_cast<CUdeviceptr>(peer + off(k)),
+                                                    reinterpret_cast<CUdeviceptr>(src + off(k)), n, cs);
+                                    cu.event_record(evs[k], cs);
+                                    break;
+                                case 3:
+                                    cu.memcpy_async(reinterpret_cast<CUdeviceptr>(peer + off(k)),
+                                                    reinterpret_cast<CUdeviceptr>(src + off(k)), n, cs);
+                                    break;
+                                default:
+                                    nvshmemx_putmem_on_stream(dst + off(k), src + off(k), n, next, s);
+                            }
+                        }
+                        const double t = (now() - t0) / static_cast<double>(w);
+                        if (layer == 4) nvshmemx_quiet_on_stream(s);
+                        cudaStreamSynchronize(s);
+                        if (layer == 0) {
+                            while (done < static_cast<long>(w)) upcxx::progress();
+                            done = 0;
+                        }
+                        if (layer == 1)
+                            for (std::uint64_t t_k : tickets) {
+                                int r = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY;
+                                while (r == UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY)
+                                    upcxx_extra_nvshmem_engine_poll(eng, t_k, nullptr, &r);
+                                upcxx_extra_nvshmem_engine_settled_t settled;
+                                upcxx_extra_nvshmem_engine_complete(eng, t_k, r, nullptr, &settled);
+                            }
+                        return t;
+                    };
+                    stats layers[5];
+                    for (int r = 0; r < warm + reps; r++)
+                        for (int layer = 0; layer < 5; layer++) {
+                            const double t = window(layer);
+                            if (r >= warm) layers[layer].add(t);
+                        }
+                    std::printf("COST %zu %.3f %.3f %.3f %.3f %.3f\n", n, layers[0].lo * 1e6, layers[1].lo * 1e6,
+                                layers[2].lo * 1e6, layers[3].lo * 1e6, layers[4].lo * 1e6);
+                    std::fflush(stdout);
+                }
+                for (auto &e : evs) cu.event_destroy(e);
+                upcxx_extra_nvshmem_engine_free(eng);
+            }
             // One after() call's cost, on rank 0 alone, on an idle stream.
             if (me == 0 && after_calls > 0) {
                 cudaStreamSynchronize(s);
