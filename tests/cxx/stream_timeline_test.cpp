@@ -17,7 +17,7 @@
 //      as_rpc copy_on_stream behind a stream ticket on one stream.
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
-//   T6 in a fork() child, copy_on_stream, copy_after and after() throw errc forked.
+//   T6 in a fork() child, copy_on_stream, copy_after, after() and copies_on_stream throw errc forked.
 //   T7 (stand-in) after() and a fast copy_on_stream by the copy kernel are one stream write each
 //      and no event, on a stream of the heap's device and of another device; a fast
 //      copy_on_stream that is one cudaMemcpyAsync is one event and no stream write; a copy failed
@@ -321,12 +321,16 @@ static void t6_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
         wrong += !throws_errc([&] { (void)heap.copy_on_stream(s, host.data(), hg, 64); }, nvshmem_errc::forked, said);
         wrong += !throws_errc([&] { (void)heap.copy_after(s, gs, gd, 64); }, nvshmem_errc::forked, said);
         wrong += !throws_errc([&] { (void)heap.after(s); }, nvshmem_errc::forked, said);
+        const std::vector<upcxx::extra::stream_copy<unsigned char>> copies{{gs, gd, 64}}, none;
+        wrong += !throws_errc([&] { (void)heap.copies_on_stream(s, copies); }, nvshmem_errc::forked, said);
+        wrong += !throws_errc([&] { (void)heap.copies_on_stream(s, none); }, nvshmem_errc::forked, said);
         _exit(wrong);
     }
     int status = -1;
     waitpid(pid, &status, 0);
     check("T6.forked", WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "in a fork() child, copy_on_stream (fast, host ends), copy_after and after() threw errc forked (%d did not)",
+          "in a fork() child, copy_on_stream (fast, host ends), copy_after, after() and copies_on_stream (one copy, "
+          "none) threw errc forked (%d did not)",
           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     cudaStreamDestroy(s);
     upcxx::delete_array(hg);

@@ -100,22 +100,24 @@ struct copy_path {
         -> decltype(upcxx::copy(std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...)) {
         using src_end = copy_end<typename std::decay<S>::type>;
         using dst_end = copy_end<typename std::decay<D>::type>;
-        // A copy in a stream's order: the heap usable here (errc forked in a fork() child, before
-        // any CUDA call). The stream's capture is checked by the engine on the fast path (once
-        // per call, with its fork and device checks), by wait_for() on upcxx::copy's.
-        if (after.set) check_usable(h, Order::on ? "nvshmem_heap::copy_on_stream" : "nvshmem_heap::copy_after");
+        // The heap usable here (errc forked in a fork() child), asked once per call before any
+        // UPC++ or CUDA work of the layer's (check_common, or here for host memory in a stream's
+        // order); the engine asks again on its own entry, as it does for every caller of the C
+        // ABI. The stream's capture is checked by the engine on the fast path (once per call, with
+        // its fork and device checks), by wait_for() on upcxx::copy's.
         if constexpr (src_end::known && dst_end::known && !may_be_device_type<S>() && !may_be_device_type<D>()) {
             // Host memory at both ends by type: upcxx::copy as written, at its cost. Only a raw
             // range that meets a heap is refused: a range clear of the span of the heaps costs
             // two subtractions and compares, inlined; one that meets it takes the rest of the
             // copy out of line (checked_plain), so the usual path saves no register for it.
-            // copy_after()'s heap was checked above.
+            // A heap.copy of host memory asks nothing of the heap (upcxx::copy as written).
+            if (after.set) check_usable(h, copy_name(after));
             if (__builtin_expect(raw_in_span(h, src, n) || raw_in_span(h, dst, n), 0))
                 return checked_plain<Order, typename std::decay<S>::type, typename std::decay<D>::type>(
                     h, after, src, dst, n, std::forward<C>(cxs)...);
             return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
         }
-        check_common(h, src, dst);
+        check_common(h, src, dst, copy_name(after));
         if constexpr (src_end::known && dst_end::known) {
             if (n == 0) return plain(h, after, std::forward<S>(src), std::forward<D>(dst), n, std::forward<C>(cxs)...);
             if constexpr (!src_end::global) not_into_heap(h, src, n, "source");
@@ -338,14 +340,28 @@ struct copy_path {
 
     // A heap that can copy here: active, and made in this process (not a fork() parent's). No
     // CUDA call: in a fork() child this comes before any, as a child's CUDA call fails in its own way.
-    static void check_usable(const Heap &h, const char *fn = "nvshmem_heap::copy") {
+    static void check_usable(const Heap &h, const char *fn) {
         if (!h.active()) throw Heap::inactive(fn);
         h.engine().check_usable(fn);
     }
-    // The checks of every copy that may have a device end, in both modes.
+    // The name of the call a copy came through, for its errors.
+    template <class Order>
+    static const char *copy_name(const Order &after) noexcept {
+        if constexpr (Order::on)
+            return "nvshmem_heap::copy_on_stream";
+        else
+            return after.set ? "nvshmem_heap::copy_after" : "nvshmem_heap::copy";
+    }
+    // The checks of every copy that may have a device end, in both modes: the heap usable here
+    // (the call's one check in this layer), then its ends.
     template <class S, class D>
-    static void check_common(const Heap &h, const S &src, const D &dst) {
-        check_usable(h);
+    static void check_common(const Heap &h, const S &src, const D &dst, const char *fn) {
+        check_usable(h, fn);
+        check_ends(src, dst);
+    }
+    // No null end.
+    template <class S, class D>
+    static void check_ends(const S &src, const D &dst) {
         if (!src || !dst)
             throw nvshmem_error(
                 UPCXX_EXTRA_NVSHMEM_STATUS_NULL_ARGUMENT,
@@ -561,7 +577,7 @@ struct copy_path {
     static auto after(Heap &h, cudaStream_t s,
                       Cxs &&cxs) -> decltype(upcxx::copy(std::declval<const char *>(), std::declval<device_gptr>(),
                                                          std::size_t(0), std::forward<Cxs>(cxs))) {
-        check_usable(h);
+        check_usable(h, "nvshmem_heap::after");
         if constexpr (internals::cx_known<Cxs>) {
             using cx = typename backend::template cx<Cxs>;
             static_assert(!cx::want_remote, "heap.after(stream, cxs): a remote completion (remote_cx) has no target");
@@ -585,7 +601,9 @@ struct copy_path {
     template <class Range, class Cxs>
     static auto many_on_stream(Heap &h, cudaStream_t s, const Range &copies,
                                Cxs &&cxs) -> decltype(after(h, s, std::forward<Cxs>(cxs))) {
-        if (!h.active()) throw Heap::inactive("nvshmem_heap::copies_on_stream");
+        // The call's one check in this layer (each copy_on_stream below, off the fast path, asks
+        // for its own).
+        check_usable(h, "nvshmem_heap::copies_on_stream");
         if constexpr (internals::cx_known<Cxs>) {
             using cx = typename backend::template cx<Cxs>;
             static_assert(!cx::want_remote,
@@ -595,7 +613,7 @@ struct copy_path {
             bool fast = !h.engine().force_fallback();
             for (const auto &c : copies) {
                 using T = typename std::decay<decltype(c.dst)>::type::element_type;
-                check_common(h, c.src, c.dst);
+                check_ends(c.src, c.dst);
                 upcxx_extra_nvshmem_engine_copy_t e{};
                 e.bytes = checked_bytes<T>(c.n);
                 void *from = nullptr, *to = nullptr;
