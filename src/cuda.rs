@@ -5,6 +5,7 @@
 use cudarc::driver::sys;
 use std::ffi::{CStr, CString, c_void};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Is `libcuda` loadable in this process? (cached)
 #[allow(unsafe_code)]
@@ -205,6 +206,46 @@ unsafe impl Send for BatchKernel {}
 /// The contexts the kernel was loaded into (a process has one per GPU it uses).
 static BATCH_KERNELS: std::sync::Mutex<Vec<BatchKernel>> = std::sync::Mutex::new(Vec::new());
 
+/// The primary context (the CUDA runtime's) of each device ordinal below [`PRIMARY_SLOTS`] that
+/// this process has retained, 0 before: a retained primary context keeps its handle, and this
+/// process never releases one. What lets a call on the engine's device skip asking the driver
+/// which device the current context, or a stream's, belongs to ([`OnDevice::enter`],
+/// [`stream_device`]: one driver call each instead of two and four).
+const PRIMARY_SLOTS: usize = 64;
+static PRIMARY: [AtomicUsize; PRIMARY_SLOTS] = [const { AtomicUsize::new(0) }; PRIMARY_SLOTS];
+/// One more than the highest ordinal in [`PRIMARY`].
+static PRIMARY_END: AtomicUsize = AtomicUsize::new(0);
+
+/// `device`'s primary context, retained (once per process and device for the ordinals
+/// [`PRIMARY`] keeps).
+#[allow(unsafe_code)]
+fn primary_context(device: i32) -> Result<sys::CUcontext, String> {
+    let slot = usize::try_from(device).ok().filter(|&d| d < PRIMARY_SLOTS);
+    if let Some(d) = slot {
+        let known = PRIMARY[d].load(Ordering::Acquire);
+        if known != 0 {
+            return Ok(known as sys::CUcontext);
+        }
+    }
+    let mut cu_dev: sys::CUdevice = 0;
+    // SAFETY: writes one int.
+    check(unsafe { sys::cuDeviceGet(&mut cu_dev, device) }, "cuDeviceGet")?;
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: writes one pointer; the primary context stays retained for the process.
+    check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) }, "cuDevicePrimaryCtxRetain")?;
+    if let Some(d) = slot {
+        PRIMARY[d].store(ctx as usize, Ordering::Release);
+        PRIMARY_END.fetch_max(d + 1, Ordering::AcqRel);
+    }
+    Ok(ctx)
+}
+
+/// The device whose primary context is `ctx`, when this process has retained it.
+fn primary_device(ctx: usize) -> Option<i32> {
+    let end = PRIMARY_END.load(Ordering::Acquire);
+    PRIMARY[..end].iter().position(|p| p.load(Ordering::Acquire) == ctx).and_then(|d| i32::try_from(d).ok())
+}
+
 /// Makes `device`'s primary context (the CUDA runtime's) current while it lives, unless the
 /// current context is already one of `device`.
 struct OnDevice {
@@ -217,17 +258,20 @@ impl OnDevice {
         // SAFETY: writes one pointer.
         check(unsafe { sys::cuCtxGetCurrent(&mut ctx) }, "cuCtxGetCurrent")?;
         if !ctx.is_null() {
+            // The usual case, the thread's current context is `device`'s primary one: known
+            // without asking the driver.
+            if primary_device(ctx as usize) == Some(device) {
+                return Ok((OnDevice { pushed: false }, ctx as usize));
+            }
             let mut dev: sys::CUdevice = -1;
             // SAFETY: writes one int.
             if unsafe { sys::cuCtxGetDevice(&mut dev) } == sys::CUresult::CUDA_SUCCESS && dev == device {
+                // Retained once, so that the next call on this device knows it.
+                let _ = primary_context(device);
                 return Ok((OnDevice { pushed: false }, ctx as usize));
             }
         }
-        let mut cu_dev: sys::CUdevice = 0;
-        // SAFETY: writes one int.
-        check(unsafe { sys::cuDeviceGet(&mut cu_dev, device) }, "cuDeviceGet")?;
-        // SAFETY: writes one pointer; the primary context stays retained for the process.
-        check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) }, "cuDevicePrimaryCtxRetain")?;
+        let ctx = primary_context(device)?;
         // SAFETY: a context this process retained.
         check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
         Ok((OnDevice { pushed: true }, ctx as usize))
@@ -534,6 +578,17 @@ pub fn memcpy_async(dst: usize, src: usize, bytes: usize, s: usize, ctx: Option<
 /// thread's current context's), or -1 when the driver cannot say.
 #[allow(unsafe_code)]
 pub fn stream_device(s: usize) -> i32 {
+    // The usual case, a stream of a primary context this process retained: one driver call.
+    if driver_available() {
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one handle; the driver checks the stream handle (a special handle
+        // without a current context is an error, answered below).
+        if unsafe { sys::cuStreamGetCtx(s as sys::CUstream, &mut ctx) } == sys::CUresult::CUDA_SUCCESS
+            && let Some(d) = primary_device(ctx as usize)
+        {
+            return d;
+        }
+    }
     in_ctx(None, || {
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: writes one handle; the driver checks the stream handle.
