@@ -240,8 +240,12 @@ fn primary_context(device: i32) -> Result<sys::CUcontext, String> {
     Ok(ctx)
 }
 
-/// The device whose primary context is `ctx`, when this process has retained it.
+/// The device whose primary context is `ctx`, when this process has retained it (never for a
+/// null `ctx`: the slots not filled hold 0).
 fn primary_device(ctx: usize) -> Option<i32> {
+    if ctx == 0 {
+        return None;
+    }
     let end = PRIMARY_END.load(Ordering::Acquire);
     PRIMARY[..end].iter().position(|p| p.load(Ordering::Acquire) == ctx).and_then(|d| i32::try_from(d).ok())
 }
