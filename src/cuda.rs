@@ -15,11 +15,13 @@ pub fn driver_available() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
-#[allow(unsafe_code)]
 fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        return Ok(());
-    }
+    if r == sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err(failed(r, what)) }
+}
+
+/// "`what` failed: " and the driver's description of `r`.
+#[allow(unsafe_code)]
+fn failed(r: sys::CUresult, what: &str) -> String {
     let mut s: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: cuGetErrorString writes a static string pointer or leaves it NULL.
     let name = unsafe {
@@ -29,7 +31,7 @@ fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
             format!("{r:?}")
         }
     };
-    Err(format!("{what} failed: {name}"))
+    format!("{what} failed: {name}")
 }
 
 fn need_driver() -> Result<(), String> {
@@ -217,9 +219,9 @@ static PRIMARY: [AtomicUsize; PRIMARY_SLOTS] = [const { AtomicUsize::new(0) }; P
 static PRIMARY_END: AtomicUsize = AtomicUsize::new(0);
 
 /// `device`'s primary context, retained (once per process and device for the ordinals
-/// [`PRIMARY`] keeps).
+/// [`PRIMARY`] keeps); on an error, the driver's result and the call that gave it.
 #[allow(unsafe_code)]
-fn primary_context(device: i32) -> Result<sys::CUcontext, String> {
+fn primary_context(device: i32) -> Result<sys::CUcontext, (sys::CUresult, &'static str)> {
     let slot = usize::try_from(device).ok().filter(|&d| d < PRIMARY_SLOTS);
     if let Some(d) = slot {
         let known = PRIMARY[d].load(Ordering::Acquire);
@@ -227,12 +229,13 @@ fn primary_context(device: i32) -> Result<sys::CUcontext, String> {
             return Ok(known as sys::CUcontext);
         }
     }
+    let ok = |r: sys::CUresult, what| if r == sys::CUresult::CUDA_SUCCESS { Ok(()) } else { Err((r, what)) };
     let mut cu_dev: sys::CUdevice = 0;
     // SAFETY: writes one int.
-    check(unsafe { sys::cuDeviceGet(&mut cu_dev, device) }, "cuDeviceGet")?;
+    ok(unsafe { sys::cuDeviceGet(&mut cu_dev, device) }, "cuDeviceGet")?;
     let mut ctx: sys::CUcontext = std::ptr::null_mut();
     // SAFETY: writes one pointer; the primary context stays retained for the process.
-    check(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) }, "cuDevicePrimaryCtxRetain")?;
+    ok(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) }, "cuDevicePrimaryCtxRetain")?;
     if let Some(d) = slot {
         PRIMARY[d].store(ctx as usize, Ordering::Release);
         PRIMARY_END.fetch_max(d + 1, Ordering::AcqRel);
@@ -275,7 +278,7 @@ impl OnDevice {
                 return Ok((OnDevice { pushed: false }, ctx as usize));
             }
         }
-        let ctx = primary_context(device)?;
+        let ctx = primary_context(device).map_err(|(r, what)| failed(r, what))?;
         // SAFETY: a context this process retained.
         check(unsafe { sys::cuCtxPushCurrent_v2(ctx) }, "cuCtxPushCurrent")?;
         Ok((OnDevice { pushed: true }, ctx as usize))
@@ -669,12 +672,7 @@ pub fn use_device(device: i32) -> Result<(), Code> {
     }
     // SAFETY: initialising the driver twice is harmless.
     ok(unsafe { sys::cuInit(0) })?;
-    let mut cu_dev: sys::CUdevice = 0;
-    // SAFETY: writes one int.
-    ok(unsafe { sys::cuDeviceGet(&mut cu_dev, device) })?;
-    let mut ctx: sys::CUcontext = std::ptr::null_mut();
-    // SAFETY: writes one handle; the primary context stays retained for the process.
-    ok(unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, cu_dev) })?;
+    let ctx = primary_context(device).map_err(|(r, _)| code(r))?;
     // SAFETY: a context this process retained.
     ok(unsafe { sys::cuCtxSetCurrent(ctx) })
 }
