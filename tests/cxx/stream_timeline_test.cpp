@@ -18,10 +18,11 @@
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
 //   T6 in a fork() child, copy_on_stream, copy_after, after() and copies_on_stream throw errc forked.
-//   T7 (stand-in) after() and a fast copy_on_stream by the copy kernel are one stream write each
-//      and no event, on a stream of the heap's device and of another device; a fast
-//      copy_on_stream that is one cudaMemcpyAsync is one event and no stream write; a copy failed
-//      before after() on the stream is still reported by check_copies().
+//   T7 (stand-in) after() and a fast copy_on_stream of at most copy_batch_bytes() are one stream
+//      write each (the copy's by its launch of the copy kernel) and no event, on a stream of the
+//      heap's device and of another device; a larger one is one launch and one event, and with
+//      batching off one cudaMemcpyAsync and one event, no stream write; a copy failed before
+//      after() on the stream is still reported by check_copies().
 //   T8 copies_on_stream: 16 small copies and a large one, in the stream's order (after a 150 ms
 //      host function and the sources' write, before a read queued behind them); on the fast path
 //      the call not waiting and the small ones in one launch of the batch kernel (stand-in).
@@ -338,14 +339,16 @@ static void t6_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
 
 // The groups named on the command line (none: all of them).
 // T7: the stream operations' completions are words the stream writes, not events, except a
-// copy_on_stream that is one cudaMemcpyAsync (an event).
+// copy_on_stream larger than the batch (an event after its launch or its cudaMemcpyAsync).
 static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     using count_fn = long (*)();
     const auto writes = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_stream_writes"));
     const auto records = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_event_records"));
+    const auto launches = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_batch_launches"));
     using fail_fn = int (*)(int);
     const auto fail_next = reinterpret_cast<fail_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_fail_next_copies"));
-    if (!writes || !records || !fail_next) return skip("T7", "counts the CUDA stand-in's stream writes and events");
+    if (!writes || !records || !launches || !fail_next)
+        return skip("T7", "counts the CUDA stand-in's stream writes, events and launches");
     if (!fast) return skip("T7", "the fast path");
     cudaStream_t s = nullptr;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
@@ -357,18 +360,31 @@ static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char 
           static_cast<int>(done));
     set_bytes(a, 0x3d);
     w0 = writes(), e0 = records();
+    long l0 = launches();
     done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
-    check("T7.copy_word", done && writes() - w0 == 1 && records() - e0 == 0 && wrong_bytes(b, 0x3d) == 0,
-          "copy_on_stream: %ld stream writes, %ld events recorded (want 1 and 0), done %d", writes() - w0,
-          records() - e0, static_cast<int>(done));
+    check("T7.copy_word",
+          done && launches() - l0 == 1 && writes() - w0 == 1 && records() - e0 == 0 && wrong_bytes(b, 0x3d) == 0,
+          "copy_on_stream: %ld launches, %ld stream writes, %ld events recorded (want 1, 1 and 0), done %d",
+          launches() - l0, writes() - w0, records() - e0, static_cast<int>(done));
     const std::size_t batch_bytes = heap.copy_batch_bytes();
+    heap.set_copy_batch_bytes(n / 2);  // the same copy, larger than the batch: a launch, then an event
+    set_bytes(a, 0x3f);
+    w0 = writes(), e0 = records(), l0 = launches();
+    done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
+    check("T7.copy_launch_event",
+          done && launches() - l0 == 1 && writes() - w0 == 0 && records() - e0 == 1 && wrong_bytes(b, 0x3f) == 0,
+          "copy_on_stream above copy_batch_bytes(): %ld launches, %ld stream writes, %ld events recorded (want 1, 0 "
+          "and 1), done %d",
+          launches() - l0, writes() - w0, records() - e0, static_cast<int>(done));
     heap.set_copy_batch_bytes(0);  // the same copy as one cudaMemcpyAsync
     set_bytes(a, 0x3e);
-    w0 = writes(), e0 = records();
+    w0 = writes(), e0 = records(), l0 = launches();
     done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
-    check("T7.copy_event", done && writes() - w0 == 0 && records() - e0 == 1 && wrong_bytes(b, 0x3e) == 0,
-          "copy_on_stream by cudaMemcpyAsync: %ld stream writes, %ld events recorded (want 0 and 1), done %d",
-          writes() - w0, records() - e0, static_cast<int>(done));
+    check("T7.copy_event",
+          done && launches() == l0 && writes() - w0 == 0 && records() - e0 == 1 && wrong_bytes(b, 0x3e) == 0,
+          "copy_on_stream by cudaMemcpyAsync: %ld launches, %ld stream writes, %ld events recorded (want 0, 0 and "
+          "1), done %d",
+          launches() - l0, writes() - w0, records() - e0, static_cast<int>(done));
     heap.set_copy_batch_bytes(batch_bytes);
     int ndev = 0;
     cudaGetDeviceCount(&ndev);

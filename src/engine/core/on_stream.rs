@@ -1,9 +1,9 @@
 //! Copies on callers' streams (`copy_on_stream`, one copy or a batch of them) and waits for
 //! callers' streams (`after`): each a [`CallerTicket`](super::CallerTicket), told by a word the
-//! stream writes ([`super::words`]), except two: a single `copy_on_stream` that is one
-//! `cuMemcpyAsync` is told by an event recorded after it (cheaper on the host than a stream write
-//! there), and where the driver refuses a stream write an event recorded after the work tells
-//! the outcome. A stream of another device gets the copies on the engine's stream between two
+//! stream writes ([`super::words`]), except two: a single `copy_on_stream` larger than the batch
+//! (one launch of the copy kernel, or one `cuMemcpyAsync`) is told by an event recorded after it
+//! (cheaper than a stream write there), and where the driver refuses a stream write an event
+//! recorded after the work tells the outcome. A stream of another device gets the copies on the engine's stream between two
 //! events.
 
 use super::gpu::*;
@@ -41,6 +41,11 @@ pub(super) struct Callers {
 fn on_engines_stream(flags: u32) -> u32 {
     flags & NOT_ON_ENGINES_STREAM | AFTER_STREAM
 }
+/// The largest copy on a caller's stream that is one launch of the copy kernel (then an event)
+/// rather than a `cuMemcpyAsync`: above it the driver's copy moves the bytes sooner (1 x H100:
+/// 0.95x the kernel's time at 64 MiB, the same at 16 MiB; BENCHMARKS.md section 22).
+pub const ON_STREAM_KERNEL_MAX: usize = 4 << 20;
+
 /// The flags [`on_engines_stream`] clears.
 const NOT_ON_ENGINES_STREAM: u32 = !(ON_STREAM | DEVICE_ENDS);
 
@@ -59,29 +64,32 @@ impl<G: Gpu> Engine<G> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(closed_error());
         }
-        // A small copy with device memory at both ends: one launch that copies and writes the
-        // ticket's word (one operation on the stream, not two).
-        if r.flags & DEVICE_ENDS != 0
-            && r.bytes > 0
+        // Device memory at both ends, with batching on (docs/streams.md, "What copy_on_stream
+        // costs"): up to batch_bytes() one launch that copies and writes the ticket's word (one
+        // operation on the stream, not two); above it, up to ON_STREAM_KERNEL_MAX, one launch then
+        // an event (the host pays less for a launch than for a cuMemcpyAsync, and the GPU less for
+        // an event than for the word's system-scope fence after a copy of many blocks). Any other
+        // copy, or a launch the driver refuses, is one cuMemcpyAsync then an event.
+        let device_ends = r.flags & DEVICE_ENDS != 0 && r.bytes > 0 && self.batch_bytes() > 0;
+        let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
+        if device_ends
             && r.bytes <= self.batch_bytes()
             && let Some((w, sig)) = self.take_signal(&mut st)
         {
-            let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
             if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
                 self.batched.fetch_add(1, Ordering::Relaxed);
                 return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
-        if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
+        if device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok() {
+            self.batched.fetch_add(1, Ordering::Relaxed);
+        } else if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
             ));
         }
-        // Told by an event, not a word: right after a cuMemcpyAsync an event record costs the host
-        // less than a stream write (docs/streams.md, "What copy_on_stream costs"); a poll is then
-        // one cuEventQuery.
         let (event, result) = self.event_after(&mut st, r.stream);
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }

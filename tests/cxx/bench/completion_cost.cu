@@ -15,6 +15,11 @@
 //                 last), grid as src/cuda.rs sizes it (the library's copy up to copy_batch_bytes())
 //   kernel_plain  the library's kernel without a completion (uxn_copy_batch, one descriptor)
 //   kernel_gpu_fence the signalling kernel with a device-scope fence instead of the system-scope one
+//   kernel_event  a copy kernel whose one parameter is the copy's descriptor (24 bytes: no batch,
+//                 no word), then cuEventRecord: a copy above copy_batch_bytes() by the copy kernel
+//                 instead of cuMemcpyAsync
+//   batch_event   the library's batch kernel (a 3 KiB parameter) with one descriptor, then
+//                 cuEventRecord
 // One CSV line per size; then the host time of one call of each driver operation, the copies
 // between two cudaMalloc buffers and between two buffers of VMM memory (cuMemCreate and cuMemMap,
 // as NVSHMEM maps its heap).
@@ -49,6 +54,9 @@ extern "C" __global__ void gpu_fence_signal(const uxn_copy_desc d, const uxn_sig
     *(volatile unsigned int *)sig.word = sig.value;
 }
 
+// One copy and nothing else: the parameter is the descriptor alone.
+extern "C" __global__ void one_plain(const uxn_copy_desc d) { uxn_copy_share(d); }
+
 using clk = std::chrono::steady_clock;
 
 int main() {
@@ -58,7 +66,7 @@ int main() {
     }
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    const size_t cap = size_t(4) << 20;
+    const size_t cap = size_t(64) << 20;
     CUdeviceptr a, b, counter, devword;
     CK(cuMemAlloc(&a, 2 * cap));
     CK(cuMemAlloc(&b, 2 * cap));
@@ -89,8 +97,9 @@ int main() {
     };
     std::printf(
         "CSV,bytes,ce,ce_write,ce_event,dtod_event,ce_write_dev,ce_write_10th,"
-        "kernel_signal,kernel_plain,kernel_gpu_fence\n");
-    for (size_t n : {size_t(8), size_t(4096), size_t(65536), size_t(262144), size_t(524288), size_t(1) << 20, cap}) {
+        "kernel_signal,kernel_plain,kernel_gpu_fence,kernel_event,batch_event\n");
+    for (size_t n : {size_t(8), size_t(4096), size_t(65536), size_t(262144), size_t(524288), size_t(1) << 20,
+                     size_t(4) << 20, size_t(16) << 20, cap}) {
         auto src = [&](int i) { return a + (i & 1) * cap; };
         auto dst = [&](int i) { return b + (i & 1) * cap; };
         auto ce = [&](int i) { return cuMemcpyAsync(dst(i), src(i), n, s); };
@@ -103,6 +112,8 @@ int main() {
                 struct uxn_copy_batch b1;  // the kernel has the struct's name
                 b1.d[0] = d;
                 uxn_copy_batch<<<dim3(blocks, 1), 256, 0, (cudaStream_t)s>>>(b1);
+            } else if (kind == 3) {
+                one_plain<<<blocks, 256, 0, (cudaStream_t)s>>>(d);
             } else if (kind == 1) {
                 uxn_copy_one_signal<<<blocks, 256, 0, (cudaStream_t)s>>>(d, g);
             } else {
@@ -134,8 +145,16 @@ int main() {
         const double t_ks = per_copy([&](int i) { return kernel(i, 1); });
         const double t_kp = per_copy([&](int i) { return kernel(i, 0); });
         const double t_kg = per_copy([&](int i) { return kernel(i, 2); });
-        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event, t_dtod, t_dev,
-                    t_10th, t_ks, t_kp, t_kg);
+        const double t_ke = per_copy([&](int i) {
+            const CUresult r = kernel(i, 3);
+            return r ? r : cuEventRecord(ev, s);
+        });
+        const double t_be = per_copy([&](int i) {
+            const CUresult r = kernel(i, 0);
+            return r ? r : cuEventRecord(ev, s);
+        });
+        std::printf("CSV,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", n, t_ce, t_write, t_event,
+                    t_dtod, t_dev, t_10th, t_ks, t_kp, t_kg, t_ke, t_be);
         std::fflush(stdout);
     }
     auto host = [&](const std::function<CUresult()> &f) {
@@ -176,10 +195,30 @@ int main() {
     const double h_write = host([&] { return cuStreamWriteValue32(s, dword, ++value, 0); });
     const double h_record = host([&] { return cuEventRecord(ev, s); });
     const double h_query = host([&] { return cuEventQuery(ev); });
+    // The host time of a launch, by the size of the kernel's parameter: one 8-byte copy.
+    const uxn_copy_desc d8{reinterpret_cast<const unsigned char *>(a), reinterpret_cast<unsigned char *>(b), 8};
+    const uxn_signal g8{reinterpret_cast<unsigned *>(counter), reinterpret_cast<unsigned *>(dword), 0};
+    const double h_one = host([&] {
+        one_plain<<<1, 256, 0, (cudaStream_t)s>>>(d8);
+        return cudaGetLastError() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+    });
+    const double h_one_signal = host([&] {
+        uxn_copy_one_signal<<<1, 256, 0, (cudaStream_t)s>>>(d8, uxn_signal{g8.counter, g8.word, ++value});
+        return cudaGetLastError() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+    });
+    struct uxn_copy_batch b8;
+    b8.d[0] = d8;
+    const double h_batch = host([&] {
+        uxn_copy_batch<<<1, 256, 0, (cudaStream_t)s>>>(b8);
+        return cudaGetLastError() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+    });
     std::printf(
         "HOST,us per call,cuMemcpyAsync %.2f,cuMemcpyDtoDAsync %.2f,VMM cuMemcpyAsync %.2f,VMM cuMemcpyDtoDAsync "
         "%.2f,cuStreamWriteValue32 %.2f,cuEventRecord %.2f,cuEventQuery %.2f\n",
         h_copy, h_dtod, h_vmm_copy, h_vmm_dtod, h_write, h_record, h_query);
+    std::printf(
+        "LAUNCH,us per call,one descriptor (24 B) %.2f,one descriptor and a word (48 B) %.2f,a batch (3 KiB) %.2f\n",
+        h_one, h_one_signal, h_batch);
     // The last completion word written holds the last value (every signal above landed).
     if (failed || *reinterpret_cast<volatile unsigned *>(word) != value) {
         std::printf("FAIL: a driver call failed, or the word holds %u, not %u\n", *word, value);

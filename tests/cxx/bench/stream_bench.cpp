@@ -16,6 +16,8 @@
 //          <putmem_on_stream min / copies_on_stream min>
 //          <copy_on_stream call, us> <putmem_on_stream call, us>
 // (the last two: the host's time per call, issuing the window, before the synchronize; min)
+// After each size's first window, one copy_on_stream of a pattern is read back from the target
+// (the run fails on a wrong byte).
 // A ratio above 1 means the library finished the window sooner. The completions of the
 // library's copies run at the next progress (they are not part of the time).
 //
@@ -207,6 +209,18 @@ int main(int argc, char **argv) {
                                     h.lo * 1e6, h.hi * 1e6, v.lo * 1e6, v.hi * 1e6, v.lo / h.lo, b.lo * 1e6, b.hi * 1e6,
                                     v.lo / b.lo, hc.lo * 1e6, vc.lo * 1e6);
                         std::fflush(stdout);
+                        // The bytes: a pattern through one copy_on_stream of this size, read back
+                        // through the peer mapping (a wrong byte fails the run).
+                        if (void *peer = nvshmem_ptr(dst, next); peer && w == windows.front()) {
+                            std::vector<unsigned char> pattern(n), got(n);
+                            for (std::size_t i = 0; i < n; i++) pattern[i] = static_cast<unsigned char>(i * 7 + n);
+                            cudaMemcpy(src, pattern.data(), n, cudaMemcpyHostToDevice);
+                            heap.copy_on_stream(s, lsrc, rdst, n).wait();
+                            cudaMemcpy(got.data(), peer, n, cudaMemcpyDeviceToHost);
+                            if (got != pattern)
+                                throw std::runtime_error("copy_on_stream of " + std::to_string(n) +
+                                                         " bytes: the target holds other bytes");
+                        }
                     }
                     upcxx::barrier();
                 }

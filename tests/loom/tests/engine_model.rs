@@ -155,7 +155,7 @@ fn refused_copy_retires_the_marks_before_it() {
 }
 
 #[test]
-fn copy_on_stream_launches_small_device_copies_only() {
+fn copy_on_stream_paths_by_size_and_memory() {
     scenario_on_stream_paths();
 }
 

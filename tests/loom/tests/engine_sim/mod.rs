@@ -4,8 +4,8 @@ use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use upcxx_extra_nvshmem_loom::engine_core::{
-    AFTER_STREAM, CALLER_TICKET, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, SUCCESS, Settled, Signal,
-    UNKNOWN,
+    AFTER_STREAM, CALLER_TICKET, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, ON_STREAM_KERNEL_MAX, SUCCESS,
+    Settled, Signal, UNKNOWN,
 };
 use upcxx_extra_nvshmem_loom::error::Status;
 
@@ -1147,21 +1147,31 @@ pub fn scenario_refused_copy_retires_marks() {
     });
 }
 
-/// copy_on_stream's two paths on a stream of the engine's device: a small copy with device memory
-/// at both ends is one launch of the batch kernel that writes the ticket's word (counted as
-/// batched); one of host memory, a large one and one of 0 bytes are a cuMemcpyAsync and a stream
-/// write (the kernel copies device memory only). Each lands after it ran.
+/// copy_on_stream's paths on a stream of the engine's device: a copy with device memory at both
+/// ends is one launch of the copy kernel (counted as batched), which writes the ticket's word up
+/// to the batch's size and is followed by an event above it, up to ON_STREAM_KERNEL_MAX; a larger
+/// one, one of host memory, one of 0 bytes and one whose launch the driver refuses are a
+/// cuMemcpyAsync (then an event); with batching off (0 bytes) every copy is. Each lands after it
+/// ran; none is a stream write.
 pub fn scenario_on_stream_paths() {
-    run(64, 0, |e, g| {
-        for (id, bytes, flags, launches) in [(1, 8, DEVICE_ENDS, 1), (2, 8, 0, 1), (3, 4096, DEVICE_ENDS, 1), (4, 0, DEVICE_ENDS, 1)] {
+    fn body(e: Engine<ModelGpu>, g: &ModelGpu, table: &[(usize, usize, u32, usize)], batched: usize) -> Result<(), String> {
+        for &(id, bytes, flags, launches) in table {
             let t = e.copy(&CopyReq { flags: ON_STREAM | flags, ..req(id, bytes, 0) }).map_err(|x| format!("copy {id}: {x:?}"))?;
             check(g.launches() == launches, format!("copy {id} ({bytes} bytes, flags {flags}): {} launches", g.launches()))?;
             wait_watched_batch(&e, t, "a copy on the stream")?;
             check(g.ran().contains(&id), format!("copy {id} reported over before it ran: {:?}", g.ran()))?;
         }
+        check(g.stream_writes() == 0, format!("{} stream writes for copies on a stream", g.stream_writes()))?;
         let c = e.counts();
-        check(c.fast == 4 && c.batched == 1, format!("counts {c:?}: want 4 issued, 1 batched"))
+        check(c.fast == table.len() && c.batched == batched, format!("counts {c:?}: want {} issued, {batched} batched", table.len()))
+    }
+    const MAX: usize = ON_STREAM_KERNEL_MAX;
+    run(64, 0, |e, g| {
+        let table = [(1, 8, DEVICE_ENDS, 1), (2, 8, 0, 1), (3, MAX, DEVICE_ENDS, 2), (4, MAX + 1, DEVICE_ENDS, 2), (5, 0, DEVICE_ENDS, 2)];
+        body(e, g, &table, 2)
     });
+    run(64, 2, |e, g| body(e, g, &[(1, 8, DEVICE_ENDS, 0), (2, 4096, DEVICE_ENDS, 1)], 1)); // both launches of copy 1 refused
+    run(0, 0, |e, g| body(e, g, &[(1, 8, DEVICE_ENDS, 0), (2, 4096, DEVICE_ENDS, 0)], 0));
 }
 
 /// copy_on_stream and copy_batch_on_stream on a caller's stream of another device: the copies
