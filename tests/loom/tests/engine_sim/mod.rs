@@ -4,8 +4,8 @@ use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use upcxx_extra_nvshmem_loom::engine_core::{
-    AFTER_STREAM, CALLER_TICKET, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, ON_STREAM_KERNEL_MAX, SUCCESS,
-    Settled, Signal, UNKNOWN,
+    AFTER_STREAM, CALLER_TICKET, Code, CopyReq, DEVICE_ENDS, Desc, Engine, Gpu, Handle, NOT_READY, ON_STREAM, ON_STREAM_KERNEL_MAX,
+    SUCCESS, Settled, Signal, UNKNOWN,
 };
 use upcxx_extra_nvshmem_loom::error::Status;
 
