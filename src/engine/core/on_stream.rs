@@ -1,10 +1,11 @@
 //! Copies on callers' streams (`copy_on_stream`, one copy or a batch of them) and waits for
 //! callers' streams (`after`): each a [`CallerTicket`](super::CallerTicket), told by a word the
-//! stream writes ([`super::words`]), except two: a single `copy_on_stream` larger than the batch
-//! (one launch of the copy kernel, or one `cuMemcpyAsync`) is told by an event recorded after it
+//! stream writes ([`super::words`]), except two: a single `copy_on_stream` that is not the copy
+//! kernel writing its own word (above the batch size, with a host end, or with batching off: one
+//! launch of the copy kernel, or one `cuMemcpyAsync`) is told by an event recorded after it
 //! (cheaper than a stream write there), and where the driver refuses a stream write an event
-//! recorded after the work tells the outcome. A stream of another device gets the copies on the engine's stream between two
-//! events.
+//! recorded after the work tells the outcome. A stream of another device gets the copies on the
+//! engine's stream between two events.
 
 use super::gpu::*;
 use super::words::Word;
