@@ -71,10 +71,11 @@ impl<G: Gpu> Engine<G> {
         // an event (the host pays less for a launch than for a cuMemcpyAsync, and the GPU less for
         // an event than for the word's system-scope fence after a copy of many blocks). Any other
         // copy, or a launch the driver refuses, is one cuMemcpyAsync then an event.
-        let device_ends = r.flags & DEVICE_ENDS != 0 && r.bytes > 0 && self.batch_bytes() > 0;
+        let batch_bytes = self.batch_bytes(); // read once: a refused launch elsewhere may turn batching off
+        let device_ends = r.flags & DEVICE_ENDS != 0 && r.bytes > 0 && batch_bytes > 0;
         let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
         if device_ends
-            && r.bytes <= self.batch_bytes()
+            && r.bytes <= batch_bytes
             && let Some((w, sig)) = self.take_signal(&mut st)
         {
             if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {

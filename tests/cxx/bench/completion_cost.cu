@@ -197,13 +197,13 @@ int main() {
     const double h_query = host([&] { return cuEventQuery(ev); });
     // The host time of a launch, by the size of the kernel's parameter: one 8-byte copy.
     const uxn_copy_desc d8{reinterpret_cast<const unsigned char *>(a), reinterpret_cast<unsigned char *>(b), 8};
-    const uxn_signal g8{reinterpret_cast<unsigned *>(counter), reinterpret_cast<unsigned *>(dword), 0};
     const double h_one = host([&] {
         one_plain<<<1, 256, 0, (cudaStream_t)s>>>(d8);
         return cudaGetLastError() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
     });
     const double h_one_signal = host([&] {
-        uxn_copy_one_signal<<<1, 256, 0, (cudaStream_t)s>>>(d8, uxn_signal{g8.counter, g8.word, ++value});
+        const uxn_signal g{reinterpret_cast<unsigned *>(counter), reinterpret_cast<unsigned *>(dword), ++value};
+        uxn_copy_one_signal<<<1, 256, 0, (cudaStream_t)s>>>(d8, g);
         return cudaGetLastError() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
     });
     struct uxn_copy_batch b8;

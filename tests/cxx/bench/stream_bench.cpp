@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
                         if (void *peer = nvshmem_ptr(dst, next); peer && w == windows.front()) {
                             std::vector<unsigned char> pattern(n), got(n);
                             for (std::size_t i = 0; i < n; i++) pattern[i] = static_cast<unsigned char>(i * 7 + n);
-                            cudaMemcpy(src, pattern.data(), n, cudaMemcpyHostToDevice);
+                            cudaMemcpyAsync(src, pattern.data(), n, cudaMemcpyHostToDevice, s);  // in s's order
                             heap.copy_on_stream(s, lsrc, rdst, n).wait();
                             cudaMemcpy(got.data(), peer, n, cudaMemcpyDeviceToHost);
                             if (got != pattern)
