@@ -191,6 +191,8 @@ struct Kernels {
     batch: sys::CUfunction,
     /// uxn_copy_batch_signal: a batch's copies, then its completion word.
     batch_signal: sys::CUfunction,
+    /// uxn_copy_one: one copy (a 24-byte parameter).
+    one: sys::CUfunction,
     /// uxn_copy_one_signal: one copy, then its completion word (a 48-byte parameter).
     one_signal: sys::CUfunction,
 }
@@ -207,6 +209,14 @@ unsafe impl Send for BatchKernel {}
 
 /// The contexts the kernel was loaded into (a process has one per GPU it uses).
 static BATCH_KERNELS: std::sync::Mutex<Vec<BatchKernel>> = std::sync::Mutex::new(Vec::new());
+/// Raised at every change of [`BATCH_KERNELS`]: a thread's [`LAST_KERNELS`] is good while it
+/// holds the generation it was read in.
+static KERNELS_GENERATION: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// The kernels this thread launched last: (context, kernels, [`KERNELS_GENERATION`] then).
+    /// A launch in the same context finds them without the lock.
+    static LAST_KERNELS: std::cell::Cell<Option<(usize, Kernels, usize)>> = const { std::cell::Cell::new(None) };
+}
 
 /// The primary context (the CUDA runtime's) of each device ordinal below [`PRIMARY_SLOTS`] that
 /// this process has retained, 0 before: a retained primary context keeps its handle, and this
@@ -300,8 +310,16 @@ impl Drop for OnDevice {
 /// so [`load_batch_kernel`] does it before any copy is queued.
 #[allow(unsafe_code)]
 fn batch_kernels(ctx: usize) -> Result<Kernels, String> {
+    if let Some((c, k, g)) = LAST_KERNELS.get()
+        && c == ctx
+        && g == KERNELS_GENERATION.load(Ordering::Acquire)
+    {
+        return Ok(k);
+    }
     let mut loaded = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+    let generation = KERNELS_GENERATION.load(Ordering::Acquire);
     if let Some(k) = loaded.iter().find(|k| k.ctx == ctx) {
+        LAST_KERNELS.set(Some((ctx, k.kernels, generation)));
         return Ok(k.kernels);
     }
     let module = Module::load_ptx(BATCH_PTX)?;
@@ -320,9 +338,14 @@ fn batch_kernels(ctx: usize) -> Result<Kernels, String> {
         )?;
         Ok(function)
     };
-    let kernels =
-        Kernels { batch: get(c"uxn_copy_batch")?, batch_signal: get(c"uxn_copy_batch_signal")?, one_signal: get(c"uxn_copy_one_signal")? };
+    let kernels = Kernels {
+        batch: get(c"uxn_copy_batch")?,
+        batch_signal: get(c"uxn_copy_batch_signal")?,
+        one: get(c"uxn_copy_one")?,
+        one_signal: get(c"uxn_copy_one_signal")?,
+    };
     loaded.push(BatchKernel { ctx, _module: module, kernels });
+    LAST_KERNELS.set(Some((ctx, kernels, generation)));
     Ok(kernels)
 }
 
@@ -334,38 +357,48 @@ pub fn load_batch_kernel(device: i32) -> Result<(), String> {
     batch_kernels(ctx).map(|_| ())
 }
 
-/// Enqueues the first `count` copies of `batch` (1 to [`BATCH_MAX`], each between device
-/// addresses this process maps) on `stream` of `device` as one kernel launch, after the work
-/// queued there so far. `batch` is the kernel's parameter as it is passed (the rest of it unused).
-/// With `signal`, the same launch then writes its completion word (see [`Signal`]). On an error
-/// nothing was enqueued.
+/// Enqueues `copies` (1 to [`BATCH_MAX`], each between device addresses this process maps) on
+/// `stream` of `device` as one kernel launch, after the work queued there so far: one copy by a
+/// kernel whose parameter is that copy (24 bytes, 48 with a signal), more by the batch kernel,
+/// whose parameter is [`BATCH_MAX`] descriptors (3 KiB). With `signal`, the same launch then
+/// writes its completion word (see [`Signal`]). On an error nothing was enqueued.
 #[allow(unsafe_code)]
-pub fn copy_batch(
-    device: i32,
-    stream: usize,
-    batch: &mut [BatchCopy; BATCH_MAX],
-    count: usize,
-    signal: Option<Signal>,
-) -> Result<(), String> {
-    // The caller checks `count` (the C ABI says why it refuses one); the kernel reads `count`
+pub fn copy_batch<I>(device: i32, stream: usize, copies: I, signal: Option<Signal>) -> Result<(), String>
+where
+    I: IntoIterator<Item = BatchCopy>,
+    I::IntoIter: ExactSizeIterator,
+{
+    // The caller checks the count (the C ABI says why it refuses one); the kernel reads `count`
     // descriptors, so this is a bound of memory safety, not a message.
+    let mut copies = copies.into_iter();
+    let count = copies.len();
     assert!((1..=BATCH_MAX).contains(&count), "a batch holds 1 to {BATCH_MAX} copies, not {count}");
     need_driver()?;
     let (_on, ctx) = OnDevice::enter(device)?;
     let kernels = batch_kernels(ctx)?;
-    let largest = batch[..count].iter().map(|c| c.bytes).max().unwrap_or(0);
-    let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
     let mut sig = signal.unwrap_or_default();
-    let function = match signal {
-        None => kernels.batch,
-        Some(_) if count == 1 => kernels.one_signal,
-        Some(_) => kernels.batch_signal,
+    let mut one: BatchCopy;
+    let mut batch: [BatchCopy; BATCH_MAX]; // filled for a batch only (3 KiB: not for one copy)
+    let (function, param, largest) = if count == 1 {
+        one = copies.next().unwrap_or_default();
+        let function = if signal.is_some() { kernels.one_signal } else { kernels.one };
+        (function, (&mut one as *mut BatchCopy).cast::<c_void>(), one.bytes)
+    } else {
+        batch = [BatchCopy::default(); BATCH_MAX];
+        let mut largest = 0;
+        for (b, c) in batch.iter_mut().zip(copies) {
+            largest = largest.max(c.bytes);
+            *b = c;
+        }
+        let function = if signal.is_some() { kernels.batch_signal } else { kernels.batch };
+        (function, batch.as_mut_ptr().cast::<c_void>(), largest)
     };
-    let mut args = [batch.as_mut_ptr() as *mut c_void, (&mut sig as *mut Signal).cast::<c_void>()];
-    // SAFETY: the kernel's first parameter is BATCH_MAX descriptors (uxn_copy_one_signal: one,
-    // the first of them), which `args[0]` points to, and a signalling kernel's second the
-    // `Signal` `args[1]` points to (the driver copies them at the launch; the plain kernel reads
-    // only the first); `stream` is a stream of this context.
+    let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
+    let mut args = [param, (&mut sig as *mut Signal).cast::<c_void>()];
+    // SAFETY: a one-copy kernel's first parameter is one descriptor, a batch kernel's BATCH_MAX
+    // descriptors, which `args[0]` points to; a signalling kernel's second is the `Signal`
+    // `args[1]` points to (the driver copies them at the launch; the others read only the
+    // first); `stream` is a stream of this context.
     let r = unsafe {
         sys::cuLaunchKernel(
             function,
@@ -383,7 +416,10 @@ pub fn copy_batch(
     };
     if r != sys::CUresult::CUDA_SUCCESS {
         // The context may have been reset (its modules with it): load again next time.
-        BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner()).retain(|k| k.ctx != ctx);
+        let mut loaded = BATCH_KERNELS.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|k| k.ctx != ctx);
+        KERNELS_GENERATION.fetch_add(1, Ordering::AcqRel); // every thread's LAST_KERNELS with it
+        drop(loaded);
     }
     check(r, "cuLaunchKernel(uxn_copy_batch)")
 }
@@ -747,6 +783,7 @@ mod tests {
             format!(".param .align 8 .b8 uxn_copy_batch_param_0[{batch}]"),
             format!(".param .align 8 .b8 uxn_copy_batch_signal_param_0[{batch}]"),
             format!(".param .align 8 .b8 uxn_copy_batch_signal_param_1[{}]", std::mem::size_of::<Signal>()),
+            format!(".param .align 8 .b8 uxn_copy_one_param_0[{}]", std::mem::size_of::<BatchCopy>()),
             format!(".param .align 8 .b8 uxn_copy_one_signal_param_0[{}]", std::mem::size_of::<BatchCopy>()),
             format!(".param .align 8 .b8 uxn_copy_one_signal_param_1[{}]", std::mem::size_of::<Signal>()),
         ] {

@@ -56,14 +56,13 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_copy_batch(
     }
     // SAFETY: the caller passes `count` descriptors.
     let given = unsafe { std::slice::from_raw_parts(copies, count) };
-    let mut batch = [crate::cuda::BatchCopy::default(); crate::cuda::BATCH_MAX];
-    for (i, (c, b)) in given.iter().zip(batch.iter_mut()).enumerate() {
+    for (i, c) in given.iter().enumerate() {
         if c.bytes > 0 && (c.src.is_null() || c.dst.is_null()) {
             crate::fail!(NullArgument, "copies[{i}] has a NULL end and {} bytes", c.bytes);
         }
-        *b = crate::cuda::BatchCopy { src: c.src as usize, dst: c.dst as usize, bytes: c.bytes };
     }
-    crate::cuda::copy_batch(device, stream as usize, &mut batch, count, None)
+    let batch = given.iter().map(|c| crate::cuda::BatchCopy { src: c.src as usize, dst: c.dst as usize, bytes: c.bytes });
+    crate::cuda::copy_batch(device, stream as usize, batch, None)
         .map_err(|m| Error::new(Status::CudaError, format!("device {device}: {m}")))
 }
 

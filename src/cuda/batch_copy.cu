@@ -48,6 +48,10 @@ __device__ void uxn_copy_share(const uxn_copy_desc d) {
 
 extern "C" __global__ void uxn_copy_batch(const uxn_copy_batch b) { uxn_copy_share(b.d[blockIdx.y]); }
 
+// One copy: a lone copy's launch (copy_on_stream above the batch size, a batch of one), whose
+// parameter is 24 bytes instead of a batch's 3 KiB.
+extern "C" __global__ void uxn_copy_one(const uxn_copy_desc d) { uxn_copy_share(d); }
+
 // The launch's completion word, after the copies of every block: each block's stores are made
 // visible to the device before it counts itself done (a device-scope fence by one thread after
 // the block's barrier); the last block to count (atomicInc wraps the counter back to zero) makes

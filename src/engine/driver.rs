@@ -75,12 +75,9 @@ impl Gpu for Driver {
         cuda::memcpy_async(dst, src, bytes, s, ctx)
     }
     fn launch_batch(&self, device: i32, s: Handle, batch: &[Desc], signal: Option<Signal>) -> Result<(), String> {
-        let mut param = [cuda::BatchCopy::default(); cuda::BATCH_MAX];
-        for (p, d) in param.iter_mut().zip(batch) {
-            *p = cuda::BatchCopy { src: d.src, dst: d.dst, bytes: d.bytes };
-        }
+        let copies = batch.iter().map(|d| cuda::BatchCopy { src: d.src, dst: d.dst, bytes: d.bytes });
         let signal = signal.map(|g| cuda::Signal { counter: g.counter, word: g.word, value: g.value });
-        cuda::copy_batch(device, s, &mut param, batch.len(), signal)
+        cuda::copy_batch(device, s, copies, signal)
     }
     fn stream_device(&self, s: Handle) -> i32 {
         cuda::stream_device(s)

@@ -1368,7 +1368,8 @@ UXN_EXPORT CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint
     return stream_write_value32(s, addr, value, flags);
 }
 // The library's batch kernels (uxn_copy_batch; uxn_copy_batch_signal, which then stores its
-// completion word; uxn_copy_one_signal, the same for one copy, whose parameter is one descriptor): a module whose PTX
+// completion word; uxn_copy_one and uxn_copy_one_signal, the same for one copy, whose first
+// parameter is one descriptor): a module whose PTX
 // defines them loads, any other fails as on a GPU without a binary for it. A launch is one operation on the stream that
 // moves every copy of the batch after one copy delay (and then stores the word: a launch whose copies fail faults the
 // context instead, and stores nothing). Loading a module waits for the work queued on the device, as a module load (a
@@ -1381,7 +1382,7 @@ struct Function {
 };
 struct Module {
     int device;
-    Function plain{this, false, false}, signal{this, true, false}, one{this, true, true};
+    Function plain{this, false, false}, signal{this, true, false}, one_plain{this, false, true}, one{this, true, true};
     explicit Module(int d) : device(d) {}
 };
 // The signalling kernel's second parameter (uxn_signal of src/cuda/batch_copy.cu).
@@ -1392,6 +1393,7 @@ struct Signal {
 };
 const char kBatchKernel[] = "uxn_copy_batch";
 const char kSignalKernel[] = "uxn_copy_batch_signal";
+const char kOnePlainKernel[] = "uxn_copy_one";
 const char kOneKernel[] = "uxn_copy_one_signal";
 UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
@@ -1401,7 +1403,7 @@ UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     if (!c) return CUDA_ERROR_INVALID_CONTEXT;
     const char *text = static_cast<const char *>(image);
     if (!text || !std::strstr(text, ".entry uxn_copy_batch(") || !std::strstr(text, ".entry uxn_copy_batch_signal(") ||
-        !std::strstr(text, ".entry uxn_copy_one_signal("))
+        !std::strstr(text, ".entry uxn_copy_one(") || !std::strstr(text, ".entry uxn_copy_one_signal("))
         return CUDA_ERROR_NO_BINARY_FOR_GPU;
     (void)device_sync(c->device);  // a module load may wait for the device's queued work
     *m = reinterpret_cast<CUmodule>(new Module(c->device));
@@ -1422,6 +1424,8 @@ UXN_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *n
         *f = reinterpret_cast<CUfunction>(&mod->plain);
     else if (std::strcmp(name, kSignalKernel) == 0)
         *f = reinterpret_cast<CUfunction>(&mod->signal);
+    else if (std::strcmp(name, kOnePlainKernel) == 0)
+        *f = reinterpret_cast<CUfunction>(&mod->one_plain);
     else if (std::strcmp(name, kOneKernel) == 0)
         *f = reinterpret_cast<CUfunction>(&mod->one);
     else

@@ -43,6 +43,7 @@ impl<G: Gpu> Engine<G> {
             let seq = st.batch.issued;
             st.batch.descs.push(Desc { src: r.src, dst: r.dst, bytes: r.bytes });
             st.batch.seqs.push(seq);
+            st.counts.fast += 1;
             if st.batch.descs.len() == G::BATCH_MAX {
                 self.flush(&mut st);
             }
@@ -62,6 +63,7 @@ impl<G: Gpu> Engine<G> {
             return Err(Error::new(Status::CudaError, format!("issuing the {} failed: {}", Self::describe(r), self.gpu.result_name(e))));
         }
         st.batch.issued += 1;
+        st.counts.fast += 1;
         let seq = st.batch.issued;
         if st.marks.pending.is_empty() {
             self.record_mark(&mut st); // the first copy since the last mark: one of its own
@@ -89,7 +91,7 @@ impl<G: Gpu> Engine<G> {
         let n = st.batch.descs.len();
         match self.gpu.launch_batch(self.device, s, &st.batch.descs, None) {
             Ok(()) => {
-                self.batched.fetch_add(n, Ordering::Relaxed);
+                st.counts.batched += n;
                 st.batch.descs.clear();
                 st.batch.seqs.clear();
                 return;

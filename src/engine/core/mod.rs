@@ -62,6 +62,9 @@ struct State {
     callers: on_stream::Callers,
     words: words::Words,
     gate: gate::Gate,
+    /// The copies issued and batched so far (under the lock, which every issue holds: no
+    /// atomic read-modify-write on the copy path).
+    counts: Counts,
     /// The first failure's text since the last `take_error`.
     error: String,
     /// Drained: the stream and the events are released.
@@ -76,8 +79,6 @@ pub struct Engine<G: Gpu> {
     batch_bytes: AtomicUsize,
     batching: AtomicBool,
     closed: AtomicBool,
-    fast: AtomicUsize,
-    batched: AtomicUsize,
     /// `State::marks.landed`, mirrored (written under the lock where it is raised): lets
     /// [`Engine::complete`] settle a landed copy of the engine's stream without the lock.
     landed: AtomicU64,
@@ -104,8 +105,6 @@ impl<G: Gpu> Engine<G> {
             batch_bytes: AtomicUsize::new(batch_bytes),
             batching: AtomicBool::new(true),
             closed: AtomicBool::new(false),
-            fast: AtomicUsize::new(0),
-            batched: AtomicUsize::new(0),
             landed: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         }
@@ -144,7 +143,7 @@ impl<G: Gpu> Engine<G> {
     }
 
     pub fn counts(&self) -> Counts {
-        Counts { fast: self.fast.load(Ordering::Relaxed), batched: self.batched.load(Ordering::Relaxed) }
+        self.lock().counts
     }
 
     fn describe(r: &CopyReq) -> String {
@@ -161,9 +160,7 @@ impl<G: Gpu> Engine<G> {
         if r.flags & (ON_STREAM | AFTER_STREAM) != 0 {
             self.check_stream(r.stream)?;
         }
-        let t = if r.flags & ON_STREAM != 0 { self.issue_on_stream(r)? } else { self.issue(r)? };
-        self.fast.fetch_add(1, Ordering::Relaxed);
-        Ok(t)
+        if r.flags & ON_STREAM != 0 { self.issue_on_stream(r) } else { self.issue(r) }
     }
 
     /// How ticket `t` ended: `SUCCESS`, a CUDA error, or `NOT_READY`. Asking again after it ended

@@ -79,19 +79,21 @@ impl<G: Gpu> Engine<G> {
             && let Some((w, sig)) = self.take_signal(&mut st)
         {
             if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
-                self.batched.fetch_add(1, Ordering::Relaxed);
+                st.counts.fast += 1;
+                st.counts.batched += 1;
                 return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
         if device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok() {
-            self.batched.fetch_add(1, Ordering::Relaxed);
+            st.counts.batched += 1;
         } else if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
             ));
         }
+        st.counts.fast += 1;
         let (event, result) = self.event_after(&mut st, r.stream);
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
@@ -151,8 +153,8 @@ impl<G: Gpu> Engine<G> {
                 ),
             )
         })?;
-        self.fast.fetch_add(reqs.len(), Ordering::Relaxed);
-        self.batched.fetch_add(batched, Ordering::Relaxed);
+        st.counts.fast += reqs.len();
+        st.counts.batched += batched;
         let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, false, true));
         let t = if let Some(t) = signalled {
             t
