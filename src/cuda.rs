@@ -379,9 +379,9 @@ where
     let mut sig = signal.unwrap_or_default();
     let mut one: BatchCopy;
     let mut batch: [BatchCopy; BATCH_MAX]; // filled for a batch only (3 KiB: not for one copy)
-    let (function, param, largest) = if count == 1 {
+    let ((function, name), param, largest) = if count == 1 {
         one = copies.next().unwrap_or_default();
-        let function = if signal.is_some() { kernels.one_signal } else { kernels.one };
+        let function = if signal.is_some() { (kernels.one_signal, "uxn_copy_one_signal") } else { (kernels.one, "uxn_copy_one") };
         (function, (&mut one as *mut BatchCopy).cast::<c_void>(), one.bytes)
     } else {
         batch = [BatchCopy::default(); BATCH_MAX];
@@ -390,7 +390,7 @@ where
             largest = largest.max(c.bytes);
             *b = c;
         }
-        let function = if signal.is_some() { kernels.batch_signal } else { kernels.batch };
+        let function = if signal.is_some() { (kernels.batch_signal, "uxn_copy_batch_signal") } else { (kernels.batch, "uxn_copy_batch") };
         (function, batch.as_mut_ptr().cast::<c_void>(), largest)
     };
     let blocks = largest.div_ceil(BATCH_BYTES_PER_BLOCK).clamp(1, BATCH_MAX_BLOCKS) as u32;
@@ -420,8 +420,9 @@ where
         loaded.retain(|k| k.ctx != ctx);
         KERNELS_GENERATION.fetch_add(1, Ordering::AcqRel); // every thread's LAST_KERNELS with it
         drop(loaded);
+        return Err(failed(r, &format!("cuLaunchKernel({name})")));
     }
-    check(r, "cuLaunchKernel(uxn_copy_batch)")
+    Ok(())
 }
 
 /// Enqueues on `stream` of `device` a wait, on the GPU, until the 32-bit word at `addr` (host

@@ -575,3 +575,60 @@ fn standin_a_fault_before_a_word_is_found_by_polls_far_apart() {
         upcxx_extra_nvshmem_engine_free(e);
     }
 }
+
+/// `upcxx_extra_nvshmem_copy_batch` after a launch the driver refused (the stand-in's
+/// `uxn_standin_fail_next_launches`): the library unloads its kernels of that context then, and
+/// the next launch, in the same thread (which keeps the kernels it launched last) or another,
+/// loads them again (the stand-in refuses a function of an unloaded module, as a GPU does). A
+/// batch of one copy (its own kernel) and of two land before and after.
+#[test]
+fn standin_a_refused_launch_loads_the_kernels_again() {
+    if !driver() {
+        return;
+    }
+    let _serial = standin_serial();
+    type Register = extern "C" fn(*mut libc::c_void, usize, i32) -> i32;
+    type ByPtr = extern "C" fn(*mut libc::c_void) -> i32;
+    type ByInt = extern "C" fn(i32) -> i32;
+    type NoArgs = extern "C" fn();
+    // SAFETY: the stand-in's C signatures.
+    let register = unsafe { std::mem::transmute::<*mut libc::c_void, Register>(standin_fn(c"uxn_standin_register_device_range")) };
+    let unregister = unsafe { std::mem::transmute::<*mut libc::c_void, ByPtr>(standin_fn(c"uxn_standin_unregister_device_range")) };
+    let fail_launches = unsafe { std::mem::transmute::<*mut libc::c_void, ByInt>(standin_fn(c"uxn_standin_fail_next_launches")) };
+    let drain = unsafe { std::mem::transmute::<*mut libc::c_void, NoArgs>(standin_fn(c"uxn_standin_drain")) };
+    let src: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut dst = vec![0u8; 256];
+    assert_eq!(register(src.as_ptr() as *mut libc::c_void, src.len(), 0), 0);
+    assert_eq!(register(dst.as_mut_ptr().cast(), dst.len(), 0), 0);
+    let descs = [
+        CopyDesc { src: src.as_ptr().cast(), dst: dst.as_mut_ptr().cast(), bytes: 128 },
+        CopyDesc { src: src[128..].as_ptr().cast(), dst: dst[128..].as_mut_ptr().cast(), bytes: 128 },
+    ];
+    let batch = |n: usize| unsafe { upcxx_extra_nvshmem_copy_batch(0, null_mut(), descs.as_ptr(), n) };
+    let landed = |n: usize, dst: &mut Vec<u8>| {
+        dst.fill(0);
+        assert_eq!(batch(n), Status::Ok, "a batch of {n}: {}", last());
+        drain();
+        assert_eq!(dst[..128 * n], src[..128 * n], "a batch of {n} did not land");
+        assert!(dst[128 * n..].iter().all(|&b| b == 0), "a batch of {n} wrote past its copies");
+    };
+    landed(2, &mut dst);
+    landed(1, &mut dst);
+    assert_eq!(fail_launches(1), 0);
+    assert_eq!(batch(2), Status::CudaError, "the refused launch");
+    assert!(last().contains("cuLaunchKernel") && last().contains("device 0"), "{}", last());
+    landed(1, &mut dst);
+    landed(2, &mut dst);
+    // Another thread, which never launched: it finds the kernels loaded again.
+    let (sp, dp) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
+    std::thread::spawn(move || {
+        let one = CopyDesc { src: sp as *const libc::c_void, dst: dp as *mut libc::c_void, bytes: 256 };
+        assert_eq!(unsafe { upcxx_extra_nvshmem_copy_batch(0, null_mut(), &one, 1) }, Status::Ok, "{}", last());
+    })
+    .join()
+    .expect("the other thread's batch");
+    drain();
+    assert_eq!(dst, src, "the other thread's copy did not land");
+    assert_eq!(unregister(src.as_ptr() as *mut libc::c_void), 0);
+    assert_eq!(unregister(dst.as_mut_ptr().cast()), 0);
+}

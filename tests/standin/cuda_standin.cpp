@@ -1395,6 +1395,14 @@ const char kBatchKernel[] = "uxn_copy_batch";
 const char kSignalKernel[] = "uxn_copy_batch_signal";
 const char kOnePlainKernel[] = "uxn_copy_one";
 const char kOneKernel[] = "uxn_copy_one_signal";
+// The modules loaded and not unloaded: a launch of a function of an unloaded module is refused
+// (CUDA_ERROR_INVALID_HANDLE), as a GPU refuses it.
+std::mutex g_modules_mu;
+std::vector<Module *> g_modules;
+bool module_loaded(Module *m) {
+    std::lock_guard<std::mutex> lk(g_modules_mu);
+    return std::find(g_modules.begin(), g_modules.end(), m) != g_modules.end();
+}
 UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
     if (!m) return CUDA_ERROR_INVALID_VALUE;
@@ -1406,7 +1414,12 @@ UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
         !std::strstr(text, ".entry uxn_copy_one(") || !std::strstr(text, ".entry uxn_copy_one_signal("))
         return CUDA_ERROR_NO_BINARY_FOR_GPU;
     (void)device_sync(c->device);  // a module load may wait for the device's queued work
-    *m = reinterpret_cast<CUmodule>(new Module(c->device));
+    auto *mod = new Module(c->device);
+    {
+        std::lock_guard<std::mutex> lk(g_modules_mu);
+        g_modules.push_back(mod);
+    }
+    *m = reinterpret_cast<CUmodule>(mod);
     return CUDA_SUCCESS;
 }
 UXN_EXPORT CUresult cuFuncGetAttribute(int *v, CUfunction_attribute attr, CUfunction f) {
@@ -1439,6 +1452,7 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     if (gx == 0 || gy == 0 || gy > kBatchMax || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared)
         return CUDA_ERROR_INVALID_VALUE;
     const Function *fn = reinterpret_cast<Function *>(f);
+    if (!module_loaded(fn->module)) return CUDA_ERROR_INVALID_HANDLE;  // its module was unloaded
     const int dev = fn->module->device;
     if ((fn->signal && !params[1]) || (fn->one && gy != 1)) return CUDA_ERROR_INVALID_VALUE;
     Ctx *c = current_ctx();
@@ -1481,6 +1495,13 @@ UXN_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *, size_t *, CUmodule, cons
 UXN_EXPORT CUresult cuModuleUnload(CUmodule m) {
     DRV_ENTER();
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
-    delete reinterpret_cast<Module *>(m);
+    auto *mod = reinterpret_cast<Module *>(m);
+    {
+        std::lock_guard<std::mutex> lk(g_modules_mu);
+        auto it = std::find(g_modules.begin(), g_modules.end(), mod);
+        if (it == g_modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+        g_modules.erase(it);
+    }
+    delete mod;
     return CUDA_SUCCESS;
 }
