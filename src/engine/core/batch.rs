@@ -43,7 +43,7 @@ impl<G: Gpu> Engine<G> {
             let seq = st.batch.issued;
             st.batch.descs.push(Desc { src: r.src, dst: r.dst, bytes: r.bytes });
             st.batch.seqs.push(seq);
-            st.counts.fast += 1;
+            self.count(&st, 1, 0);
             if st.batch.descs.len() == G::BATCH_MAX {
                 self.flush(&mut st);
             }
@@ -63,7 +63,7 @@ impl<G: Gpu> Engine<G> {
             return Err(Error::new(Status::CudaError, format!("issuing the {} failed: {}", Self::describe(r), self.gpu.result_name(e))));
         }
         st.batch.issued += 1;
-        st.counts.fast += 1;
+        self.count(&st, 1, 0);
         let seq = st.batch.issued;
         if st.marks.pending.is_empty() {
             self.record_mark(&mut st); // the first copy since the last mark: one of its own
@@ -91,7 +91,7 @@ impl<G: Gpu> Engine<G> {
         let n = st.batch.descs.len();
         match self.gpu.launch_batch(self.device, s, &st.batch.descs, None) {
             Ok(()) => {
-                st.counts.batched += n;
+                self.count(st, 0, n);
                 st.batch.descs.clear();
                 st.batch.seqs.clear();
                 return;

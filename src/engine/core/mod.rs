@@ -62,9 +62,6 @@ struct State {
     callers: on_stream::Callers,
     words: words::Words,
     gate: gate::Gate,
-    /// The copies issued and batched so far (under the lock, which every issue holds: no
-    /// atomic read-modify-write on the copy path).
-    counts: Counts,
     /// The first failure's text since the last `take_error`.
     error: String,
     /// Drained: the stream and the events are released.
@@ -79,6 +76,9 @@ pub struct Engine<G: Gpu> {
     batch_bytes: AtomicUsize,
     batching: AtomicBool,
     closed: AtomicBool,
+    /// The copy counts: written only under the lock ([`Engine::count`]), read without it.
+    fast: AtomicUsize,
+    batched: AtomicUsize,
     /// `State::marks.landed`, mirrored (written under the lock where it is raised): lets
     /// [`Engine::complete`] settle a landed copy of the engine's stream without the lock.
     landed: AtomicU64,
@@ -105,6 +105,8 @@ impl<G: Gpu> Engine<G> {
             batch_bytes: AtomicUsize::new(batch_bytes),
             batching: AtomicBool::new(true),
             closed: AtomicBool::new(false),
+            fast: AtomicUsize::new(0),
+            batched: AtomicUsize::new(0),
             landed: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         }
@@ -142,8 +144,18 @@ impl<G: Gpu> Engine<G> {
         self.batch_bytes.store(n, Ordering::Relaxed);
     }
 
+    /// Read without the lock: never blocks (in a fork() child either, where a thread that held
+    /// the lock at fork() is gone).
     pub fn counts(&self) -> Counts {
-        self.lock().counts
+        Counts { fast: self.fast.load(Ordering::Relaxed), batched: self.batched.load(Ordering::Relaxed) }
+    }
+
+    /// Under the lock (`_st`, its guard's state: the counts' one writer at a time): `fast` more
+    /// copies issued, `batched` of them moved by a launch. A load and a store each, not an atomic
+    /// read-modify-write: nothing on the copy path waits for the other cores.
+    fn count(&self, _st: &State, fast: usize, batched: usize) {
+        self.fast.store(self.fast.load(Ordering::Relaxed) + fast, Ordering::Relaxed);
+        self.batched.store(self.batched.load(Ordering::Relaxed) + batched, Ordering::Relaxed);
     }
 
     fn describe(r: &CopyReq) -> String {

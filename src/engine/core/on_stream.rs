@@ -79,21 +79,20 @@ impl<G: Gpu> Engine<G> {
             && let Some((w, sig)) = self.take_signal(&mut st)
         {
             if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
-                st.counts.fast += 1;
-                st.counts.batched += 1;
+                self.count(&st, 1, 1);
                 return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
         if device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok() {
-            st.counts.batched += 1;
+            self.count(&st, 0, 1);
         } else if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
             ));
         }
-        st.counts.fast += 1;
+        self.count(&st, 1, 0);
         let (event, result) = self.event_after(&mut st, r.stream);
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
@@ -153,8 +152,7 @@ impl<G: Gpu> Engine<G> {
                 ),
             )
         })?;
-        st.counts.fast += reqs.len();
-        st.counts.batched += batched;
+        self.count(&st, reqs.len(), batched);
         let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, false, true));
         let t = if let Some(t) = signalled {
             t
