@@ -1399,9 +1399,13 @@ const char kOneKernel[] = "uxn_copy_one_signal";
 // (CUDA_ERROR_INVALID_HANDLE), as a GPU refuses it.
 std::mutex g_modules_mu;
 std::vector<Module *> g_modules;
-bool module_loaded(Module *m) {
+// Whether `f` is a function of a module still loaded (compared by address: a function of an
+// unloaded module points into freed memory, which is not read).
+bool function_loaded(const void *f) {
     std::lock_guard<std::mutex> lk(g_modules_mu);
-    return std::find(g_modules.begin(), g_modules.end(), m) != g_modules.end();
+    for (const Module *m : g_modules)
+        if (f == &m->plain || f == &m->signal || f == &m->one_plain || f == &m->one) return true;
+    return false;
 }
 UXN_EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     DRV_ENTER();
@@ -1451,8 +1455,8 @@ UXN_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     if (!f || !params || !params[0] || extra) return CUDA_ERROR_INVALID_VALUE;
     if (gx == 0 || gy == 0 || gy > kBatchMax || gz != 1 || bx == 0 || bx > 1024 || by != 1 || bz != 1 || shared)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!function_loaded(f)) return CUDA_ERROR_INVALID_HANDLE;  // its module was unloaded
     const Function *fn = reinterpret_cast<Function *>(f);
-    if (!module_loaded(fn->module)) return CUDA_ERROR_INVALID_HANDLE;  // its module was unloaded
     const int dev = fn->module->device;
     if ((fn->signal && !params[1]) || (fn->one && gy != 1)) return CUDA_ERROR_INVALID_VALUE;
     Ctx *c = current_ctx();

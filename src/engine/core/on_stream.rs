@@ -84,15 +84,14 @@ impl<G: Gpu> Engine<G> {
             }
             st.words.free.push(w); // not launched: nothing will write it
         }
-        if device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok() {
-            self.count(&st, 0, 1);
-        } else if let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
+        let launched = device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok();
+        if !launched && let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
                 Status::CudaError,
                 format!("issuing the {} on the caller's stream failed: {}", Self::describe(r), self.gpu.result_name(e)),
             ));
         }
-        self.count(&st, 1, 0);
+        self.count(&st, 1, usize::from(launched));
         let (event, result) = self.event_after(&mut st, r.stream);
         Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
     }
