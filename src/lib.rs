@@ -16,7 +16,7 @@
 #![deny(unsafe_code)] // unsafe is allowed item by item; `no_mangle` only by the `#[export]` boundary macro
 
 // Layers, bottom to top (tests/build_layers.rs checks that no `crate::` path points upward):
-// error, env; panic, logger, heap, cuda; nvshmem; table; engine; doctor; abi.
+// error, env, sync; panic, logger, heap, cuda; nvshmem; table; engine; doctor; abi.
 pub mod abi;
 mod cuda;
 mod doctor;
@@ -27,6 +27,7 @@ mod heap;
 mod logger;
 mod nvshmem;
 mod panic;
+mod sync;
 mod table;
 
 /// `crate::fail!` (error.rs), crate-private.

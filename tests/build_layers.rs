@@ -11,8 +11,8 @@ use std::path::Path;
 
 /// The layers, bottom first. A module not listed here fails the test (give it a layer).
 const LAYERS: &[&[&str]] = &[
-    // Status codes, the error type, the thread's last error.
-    &["error", "env"],
+    // Status codes, the error type, the thread's last error; the sync facade.
+    &["error", "env", "sync"],
     // The panic boundary; logging; the heap record (what table/ and nvshmem/ share); the CUDA driver.
     &["panic", "logger", "heap", "cuda"],
     // NVSHMEM in this process: its host library, its state, discovery, initialisation.

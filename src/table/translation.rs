@@ -12,7 +12,7 @@
 //! readers see, and each array once per distinct content; the process's table is never dropped.
 //!
 //! The protocol is model-checked with loom (`tests/loom/`); under `--cfg loom` this file takes
-//! loom's atomics and mutex, and every read holds a loom cell of its snapshot that freeing the
+//! loom's atomics and mutex (through the sync facade, `crate::sync`), and every read holds a loom cell of its snapshot that freeing the
 //! snapshot writes, so a snapshot freed while a reader may hold it is a reported causality
 //! violation. The snapshot's translations and the explanations need no loom type.
 
@@ -22,17 +22,9 @@ pub use super::snapshot::{Global, Span};
 use super::snapshot::{NO_DEVICE, Snapshot};
 use crate::error::Result;
 use crate::heap::{Heap, Source};
-#[cfg(loom)]
-use loom::sync::{
-    Mutex, MutexGuard,
-    atomic::{AtomicPtr, Ordering},
-};
-#[cfg(not(loom))]
-use parking_lot::{Mutex, MutexGuard};
+use crate::sync::{AtomicPtr, Mutex, MutexGuard, Ordering};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ptr::null;
-#[cfg(not(loom))]
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// What the table holds now, from one read (`Table::view`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -443,10 +435,7 @@ impl Table {
 
     /// The writers' lock.
     fn lock(&self) -> MutexGuard<'_, Master> {
-        #[cfg(loom)]
-        return self.master.lock().unwrap();
-        #[cfg(not(loom))]
-        return self.master.lock();
+        self.master.lock()
     }
 
     /// The one way to change the table: `change` edits the master under the writers' lock, then

@@ -8,10 +8,7 @@ use super::gpu::*;
 use super::marks::Failure;
 use super::{CopyTicket, Engine, State, closed_error};
 use crate::error::{Error, Result, Status};
-#[cfg(loom)]
-use loom::sync::atomic::Ordering;
-#[cfg(not(loom))]
-use std::sync::atomic::Ordering;
+use crate::sync::Ordering;
 
 /// The engine's stream and its batch.
 #[derive(Default)]

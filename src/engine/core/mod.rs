@@ -20,16 +20,7 @@
 //! [`Engine::complete`], which records the first failure's text and says whether the caller may
 //! redo the copy (the engine is still open) or must only report it.
 
-#[cfg(loom)]
-use loom::sync::{
-    Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-};
-#[cfg(not(loom))]
-use std::sync::{
-    Mutex, MutexGuard,
-    atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard, Ordering};
 
 use crate::error::{Error, Result, Status};
 
@@ -132,7 +123,7 @@ impl<G: Gpu> Engine<G> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// The largest copy batched from the next copy on (0: none; 0 also once a launch failed).

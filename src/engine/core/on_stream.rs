@@ -11,11 +11,8 @@ use super::gpu::*;
 use super::words::Word;
 use super::{CALLER_TICKET, CallerTicket, Engine, State, closed_error};
 use crate::error::{Error, Result, Status};
-#[cfg(loom)]
-use loom::sync::atomic::Ordering;
+use crate::sync::Ordering;
 use std::collections::BTreeMap;
-#[cfg(not(loom))]
-use std::sync::atomic::Ordering;
 
 /// A ticket whose outcome a word the stream writes (or an event on it) tells.
 pub(super) struct Watched {
@@ -373,16 +370,8 @@ impl<G: Gpu> Engine<G> {
                 continue;
             }
             while self.word_outcome(st, t, true) == Some(NOT_READY) {
-                spin();
+                crate::sync::pause(); // between two looks at the word
             }
         }
     }
-}
-
-/// A host wait's pause between two looks at a word.
-fn spin() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::thread::sleep(std::time::Duration::from_micros(20));
 }

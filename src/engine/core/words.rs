@@ -24,18 +24,10 @@ pub const WORDS_PER_BLOCK: usize = 1024;
 /// While a ticket's word has not landed, the context is asked for a fault at most this often.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Whether the context is to be asked for a fault now: at most once per [`PROBE_EVERY`]; under
-/// the loom model at every poll (a schedule it explores must not depend on the clock).
+/// Whether the context is to be asked for a fault now: at most once per [`PROBE_EVERY`] (under
+/// the loom model at every poll: `crate::sync::due`).
 fn probe_due(st: &State) -> bool {
-    #[cfg(loom)]
-    {
-        let _ = (st, PROBE_EVERY);
-        true
-    }
-    #[cfg(not(loom))]
-    {
-        st.words.last_probe.is_none_or(|p| p.elapsed() >= PROBE_EVERY)
-    }
+    crate::sync::due(st.words.last_probe, PROBE_EVERY)
 }
 
 /// A word of mapped host memory a stream writes `value` into; `device`: whose context is asked

@@ -9,6 +9,10 @@ pub mod error;
 #[path = "../../../src/heap.rs"]
 pub mod heap;
 
+/// The sync facade: loom's primitives under `--cfg loom`.
+#[path = "../../../src/sync.rs"]
+mod sync;
+
 #[path = "../../../src/table/peers.rs"]
 pub mod peers;
 
