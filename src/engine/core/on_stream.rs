@@ -1,11 +1,11 @@
 //! Copies on callers' streams (`copy_on_stream`, one copy or a batch of them) and waits for
 //! callers' streams (`after`): each a [`CallerTicket`](super::CallerTicket), told by a word the
-//! stream writes ([`super::words`]), except two: a single `copy_on_stream` that is not the copy
-//! kernel writing its own word (above the batch size, with a host end, or with batching off: one
-//! launch of the copy kernel, or one `cuMemcpyAsync`) is told by an event recorded after it
-//! (cheaper than a stream write there), and where the driver refuses a stream write an event
-//! recorded after the work tells the outcome. A stream of another device gets the copies on the
-//! engine's stream between two events.
+//! stream writes ([`super::words`]; for a batch ending with a launch, the launch writes it),
+//! except two: a single `copy_on_stream` (one launch of the copy kernel, or one `cuMemcpyAsync`)
+//! is told by an event recorded after it (cheaper than a stream write, and sooner than the
+//! kernel's own word), and where the driver refuses a stream write an event recorded after the
+//! work tells the outcome. A stream of another device gets the copies on the engine's stream
+//! between two events.
 
 use super::gpu::*;
 use super::words::Word;
@@ -63,24 +63,13 @@ impl<G: Gpu> Engine<G> {
             return Err(closed_error());
         }
         // Device memory at both ends, with batching on (docs/streams.md, "What copy_on_stream
-        // costs"): up to batch_bytes() one launch that copies and writes the ticket's word (one
-        // operation on the stream, not two); above it, up to ON_STREAM_KERNEL_MAX, one launch then
-        // an event (the host pays less for a launch than for a cuMemcpyAsync, and the GPU less for
-        // an event than for the word's system-scope fence after a copy of many blocks). Any other
-        // copy, or a launch the driver refuses, is one cuMemcpyAsync then an event.
-        let batch_bytes = self.batch_bytes(); // read once: a refused launch elsewhere may turn batching off
-        let device_ends = r.flags & DEVICE_ENDS != 0 && r.bytes > 0 && batch_bytes > 0;
+        // costs"): up to ON_STREAM_KERNEL_MAX one launch of the copy kernel, then an event (the
+        // host pays less for a launch than for a cuMemcpyAsync; the event lets a lone copy finish
+        // sooner than the kernel's own completion word, whose system-scope fence and store to host
+        // memory the copy waits for: 1 x H100, BENCHMARKS.md section 24). Any other copy, or a
+        // launch the driver refuses, is one cuMemcpyAsync then an event.
+        let device_ends = r.flags & DEVICE_ENDS != 0 && r.bytes > 0 && self.batch_bytes() > 0;
         let desc = [Desc { src: r.src, dst: r.dst, bytes: r.bytes }];
-        if device_ends
-            && r.bytes <= batch_bytes
-            && let Some((w, sig)) = self.take_signal(&mut st)
-        {
-            if self.gpu.launch_batch(self.device, r.stream, &desc, Some(sig)).is_ok() {
-                self.count(&st, 1, 1);
-                return Ok(Self::watch_taken(&mut st, w, sig.value, self.device, false, false));
-            }
-            st.words.free.push(w); // not launched: nothing will write it
-        }
         let launched = device_ends && r.bytes <= ON_STREAM_KERNEL_MAX && self.gpu.launch_batch(self.device, r.stream, &desc, None).is_ok();
         if !launched && let Err(e) = self.gpu.memcpy_async(r.dst, r.src, r.bytes, r.stream, Some(self.device)) {
             return Err(Error::new(
