@@ -517,11 +517,9 @@ public:
     /// completions at the calling persona's progress once the bytes landed).
     ///   - A fast copy on the heap's device (`stream` is a stream of it: 0, cudaStreamLegacy and
     ///     cudaStreamPerThread when it is the calling thread's current device) is issued on
-    ///     `stream` itself: with heap memory at both ends and at most copy_batch_bytes(), one
-    ///     launch of the heap's copy kernel that also writes the copy's completion word; with
-    ///     heap memory at both ends, larger, up to 4 MiB, one launch of the copy kernel and an
-    ///     event recorded after it; otherwise (or with copy_batch_bytes() 0) one cudaMemcpyAsync
-    ///     and an event recorded after it. On a stream of another
+    ///     `stream` itself: with heap memory at both ends, up to 4 MiB, one launch of the heap's
+    ///     copy kernel and an event recorded after it; otherwise (or with copy_batch_bytes() 0)
+    ///     one cudaMemcpyAsync and an event recorded after it. On a stream of another
     ///     device it runs on the heap's stream between two events (after `stream`'s work, and
     ///     `stream` waits for it). Separate calls are not batched: each is issued in its call
     ///     (copies_on_stream moves many in one launch).
