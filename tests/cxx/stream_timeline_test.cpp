@@ -18,11 +18,11 @@
 //   T5 copy_after on a stream being captured into a CUDA graph: errc stream_capture, nothing
 //      copied, the capture ends cleanly.
 //   T6 in a fork() child, copy_on_stream, copy_after, after() and copies_on_stream throw errc forked.
-//   T7 (stand-in) after() and a fast copy_on_stream of at most copy_batch_bytes() are one stream
-//      write each (the copy's by its launch of the copy kernel) and no event, on a stream of the
-//      heap's device and of another device; a larger one is one launch and one event, and with
-//      batching off one cudaMemcpyAsync and one event, no stream write; a copy failed before
-//      after() on the stream is still reported by check_copies().
+//   T7 (stand-in) after() is one stream write and no event, on a stream of the heap's device and
+//      of another device; a fast copy_on_stream (at most copy_batch_bytes() or larger) is one
+//      launch of the copy kernel and one event, and with batching off one cudaMemcpyAsync and one
+//      event, no stream write; a copy failed before after() on the stream is still reported by
+//      check_copies().
 //   T8 copies_on_stream: 16 small copies and a large one, in the stream's order (after a 150 ms
 //      host function and the sources' write, before a read queued behind them); on the fast path
 //      the call not waiting and the small ones in one launch of the batch kernel (stand-in).
@@ -338,8 +338,8 @@ static void t6_fork(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
 }
 
 // The groups named on the command line (none: all of them).
-// T7: the stream operations' completions are words the stream writes, not events, except a
-// copy_on_stream larger than the batch (an event after its launch or its cudaMemcpyAsync).
+// T7: after()'s completion is a word the stream writes, not an event; a copy_on_stream's is an event
+// after its launch or its cudaMemcpyAsync (a lone copy is done sooner than with the kernel's word).
 static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char *b) {
     using count_fn = long (*)();
     const auto writes = reinterpret_cast<count_fn>(dlsym(RTLD_DEFAULT, "uxn_standin_stream_writes"));
@@ -362,9 +362,10 @@ static void t7_stream_words(nvshmem_heap &heap, unsigned char *a, unsigned char 
     w0 = writes(), e0 = records();
     long l0 = launches();
     done = wait_for(heap.copy_on_stream(s, gs, gd, n), 60);
-    check("T7.copy_word",
-          done && launches() - l0 == 1 && writes() - w0 == 1 && records() - e0 == 0 && wrong_bytes(b, 0x3d) == 0,
-          "copy_on_stream: %ld launches, %ld stream writes, %ld events recorded (want 1, 1 and 0), done %d",
+    check("T7.copy_small_launch_event",
+          done && launches() - l0 == 1 && writes() - w0 == 0 && records() - e0 == 1 && wrong_bytes(b, 0x3d) == 0,
+          "copy_on_stream of at most copy_batch_bytes(): %ld launches, %ld stream writes, %ld events recorded (want "
+          "1, 0 and 1), done %d",
           launches() - l0, writes() - w0, records() - e0, static_cast<int>(done));
     const std::size_t batch_bytes = heap.copy_batch_bytes();
     heap.set_copy_batch_bytes(n / 2);  // the same copy, larger than the batch: a launch, then an event
