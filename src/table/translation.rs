@@ -14,7 +14,8 @@
 //! The protocol is model-checked with loom (`tests/loom/`); under `--cfg loom` this file takes
 //! loom's atomics and mutex (through the sync facade, `crate::sync`), and every read holds a loom
 //! cell of its snapshot that freeing the snapshot writes, so a snapshot freed while a reader may
-//! hold it is a reported causality violation. The snapshot's translations and the explanations need no loom type.
+//! hold it is a reported causality violation. The snapshot's translations and the explanations
+//! need no loom type.
 
 use super::errors::{from_error, from_offset_error, local_offset_error, no_heap, offset_error, to_error};
 use super::peers::Peers;
