@@ -281,6 +281,15 @@ typedef struct upcxx_extra_nvshmem_engine_copy_t {
 } upcxx_extra_nvshmem_engine_copy_t;
 
 /**
+ * What the engine's watcher calls once a parked ticket is over (`engine_park`), with the `ctx`
+ * given there: true when it took the ticket, false when it could not now (it is called again a
+ * little later). It runs on the watcher's thread (or the thread of `engine_free`), must return
+ * (no exception, no longjmp) and must not call the engine: it hands the ticket to the thread
+ * that polls and completes it (the C++ layer queues an LPC on the initiator persona).
+ */
+typedef bool (*upcxx_extra_nvshmem_engine_wake_t)(void *ctx);
+
+/**
  * The copy counts of an engine.
  */
 typedef struct upcxx_extra_nvshmem_engine_counts_t {
@@ -292,6 +301,10 @@ typedef struct upcxx_extra_nvshmem_engine_counts_t {
    * Of `fast`, those a batch's kernel launch moved.
    */
   size_t batched;
+  /**
+   * Tickets parked with the engine's watcher (`engine_park`) whose wake has not taken them yet.
+   */
+  size_t parked;
 } upcxx_extra_nvshmem_engine_counts_t;
 
 /**
@@ -589,6 +602,26 @@ enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_copy_on_stream_batc
 enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_after(const struct upcxx_extra_nvshmem_engine_t *e,
                                                                    void *stream,
                                                                    uint64_t *ticket);
+
+/**
+ * Parks ticket `ticket` with the engine's watcher, a host thread of the engine (started at the
+ * first park), instead of polling it: `wake(ctx)` is called once the ticket is over (its
+ * `engine_poll` answers other than NOT_READY), once, from that thread; then poll and complete
+ * it as usual. The thread reads the ticket's completion word each round (no CUDA call, no lock;
+ * the engine is polled for a fault at most once a millisecond), yielding the core between
+ * rounds, and naps 20 us between rounds once nothing has been over for 2 ms. `engine_free` calls
+ * the wake of every ticket still parked, over or not, before it frees the engine.
+ *
+ * Statuses: OK (parked: `wake` will be called); NULL_ARGUMENT (`engine`, `wake`);
+ * INVALID_ARGUMENT (not a pending ticket of a caller's stream: only `engine_after`,
+ * `engine_copy_on_stream_batch` and ON_STREAM copies park; a ticket never issued or settled);
+ * STEP_UNAVAILABLE (the thread could not be started); FORKED. On an error nothing is parked and
+ * `wake` is not called: poll the ticket. Thread safety: any thread.
+ */
+enum upcxx_extra_nvshmem_status_t upcxx_extra_nvshmem_engine_park(const struct upcxx_extra_nvshmem_engine_t *e,
+                                                                  uint64_t ticket,
+                                                                  upcxx_extra_nvshmem_engine_wake_t wake,
+                                                                  void *ctx);
 
 /**
  * Puts the batch on the stream now (one kernel launch). Polls and the next unbatched copy do it

@@ -78,6 +78,7 @@ fn handle_life_and_argument_checks() {
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(none, 1), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_query(none, 1, &mut b), Status::NullArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(none, null_mut(), 1), Status::NullArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_park(none, 1, Some(count_wake), null_mut()), Status::NullArgument);
     }
 
     // A live engine: NULL outputs, a copy with a NULL end, both orderings at once.
@@ -103,7 +104,12 @@ fn handle_life_and_argument_checks() {
         assert_eq!(upcxx_extra_nvshmem_engine_batch_bytes(e, &mut n), Status::Ok);
         assert_eq!(n, 0);
         assert_eq!(upcxx_extra_nvshmem_engine_counts(e, &mut counts), Status::Ok);
-        assert_eq!((counts.fast, counts.batched), (0, 0));
+        assert_eq!((counts.fast, counts.batched, counts.parked), (0, 0, 0));
+        // Only a pending ticket of a caller's stream parks; a NULL wake is refused.
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, 1, None, null_mut()), Status::NullArgument);
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, 1, Some(count_wake), null_mut()), Status::InvalidArgument);
+        assert!(last().contains("ticket 1 is not a pending ticket of a caller's stream"), "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, 1 << 63 | 7, Some(count_wake), null_mut()), Status::InvalidArgument);
         assert_eq!(upcxx_extra_nvshmem_engine_forked(e, &mut f), Status::Ok);
         assert!(!f);
         assert_eq!(upcxx_extra_nvshmem_engine_check_usable(e), Status::Ok, "the process that made it");
@@ -631,4 +637,105 @@ fn standin_a_refused_launch_loads_the_kernels_again() {
     assert_eq!(dst, src, "the other thread's copy did not land");
     assert_eq!(unregister(src.as_ptr() as *mut libc::c_void), 0);
     assert_eq!(unregister(dst.as_mut_ptr().cast()), 0);
+}
+
+/// A wake for `engine_park` whose context is a [`WakeCount`]: counts its calls, takes the ticket
+/// once `refuse` is 0 (each call while it is not lowers it).
+unsafe extern "C" fn count_wake(ctx: *mut libc::c_void) -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: the tests pass a WakeCount that outlives the engine.
+    let w = unsafe { &*(ctx as *const WakeCount) };
+    w.calls.fetch_add(1, SeqCst);
+    w.refuse.fetch_update(SeqCst, SeqCst, |r| r.checked_sub(1)).is_err()
+}
+
+#[derive(Default)]
+struct WakeCount {
+    calls: std::sync::atomic::AtomicUsize,
+    refuse: std::sync::atomic::AtomicUsize,
+}
+
+impl WakeCount {
+    fn ctx(&self) -> *mut libc::c_void {
+        self as *const WakeCount as *mut libc::c_void
+    }
+    fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+fn parked(e: *const EngineHandle) -> usize {
+    let mut c = EngineCounts::default();
+    assert_eq!(unsafe { upcxx_extra_nvshmem_engine_counts(e, &mut c) }, Status::Ok);
+    c.parked
+}
+
+/// An `after()` parked with the watcher while its stream is held (a stream ticket not done): the
+/// wake is not called while the stream has not reached the wait, and is called once when it has;
+/// a wake that cannot take the ticket is called again; the ticket then polls LANDED. Without the
+/// watcher the caller would have to poll (docs/streams.md, "What `after()` frees").
+#[test]
+fn standin_a_parked_wait_is_woken_once_when_its_stream_reaches_it() {
+    if !driver() {
+        return;
+    }
+    let _serial = standin_serial();
+    let e = new_engine(0);
+    for refuse in [0usize, 2] {
+        let w = WakeCount::default();
+        w.refuse.store(refuse, std::sync::atomic::Ordering::SeqCst);
+        let (mut gate, mut t, mut r, mut settled) = (0u32, 0u64, -1, EngineSettled::Report);
+        unsafe {
+            assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
+            assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
+            assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+            assert_eq!(r, NOT_READY, "the wait behind the held stream");
+            assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
+            assert_eq!(parked(e), 1);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert_eq!(w.calls(), 0, "woken while the stream had not reached the wait");
+            assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, gate), Status::Ok);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while parked(e) != 0 && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!((parked(e), w.calls()), (0, refuse + 1), "woken once taken, after {refuse} refusals (10 s)");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(w.calls(), refuse + 1, "woken again after the wake took the ticket");
+            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+            assert_eq!(r, LANDED, "woken before the wait was over");
+            assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, r, null(), &mut settled), Status::Ok);
+            assert_eq!(settled, EngineSettled::Landed);
+            assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::InvalidArgument, "settled");
+        }
+    }
+    unsafe { upcxx_extra_nvshmem_engine_free(e) };
+}
+
+/// `engine_free` with a wait still parked (its stream held by a stream ticket) calls its wake once
+/// before it returns, and nothing after.
+#[test]
+fn standin_engine_free_wakes_what_is_still_parked() {
+    if !driver() {
+        return;
+    }
+    let _serial = standin_serial();
+    let e = new_engine(0);
+    let w = WakeCount::default();
+    let (mut gate, mut t, mut r) = (0u32, 0u64, -1);
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, NOT_READY, "the wait behind the held stream");
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(w.calls(), 0);
+        upcxx_extra_nvshmem_engine_free(e);
+    }
+    assert_eq!(w.calls(), 1, "engine_free did not wake the parked wait once");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(w.calls(), 1, "woken after engine_free");
 }

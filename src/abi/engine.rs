@@ -11,7 +11,7 @@
 
 use super::marshal::nonnull;
 use crate::engine::core::{self, CopyReq, NOT_READY};
-use crate::engine::{CudaEngine, Driver, Engine, Settled};
+use crate::engine::{CudaEngine, Driver, Settled};
 use crate::error::{Error, Result, Status};
 use std::ffi::{c_int, c_void};
 use upcxx_extra_nvshmem_macros::export;
@@ -159,7 +159,22 @@ pub struct EngineCounts {
     pub fast: usize,
     /// Of `fast`, those a batch's kernel launch moved.
     pub batched: usize,
+    /// Tickets parked with the engine's watcher (`engine_park`) whose wake has not taken them yet.
+    pub parked: usize,
 }
+
+/// What the engine's watcher calls once a parked ticket is over (`engine_park`), with the `ctx`
+/// given there: true when it took the ticket, false when it could not now (it is called again a
+/// little later). It runs on the watcher's thread (or the thread of `engine_free`), must return
+/// (no exception, no longjmp) and must not call the engine: it hands the ticket to the thread
+/// that polls and completes it (the C++ layer queues an LPC on the initiator persona).
+pub type EngineWake = Option<unsafe extern "C" fn(ctx: *mut c_void) -> bool>;
+
+/// A caller's context pointer, handed to the watcher's thread.
+struct Ctx(*mut c_void);
+// SAFETY: the caller of engine_park hands `ctx` to the watcher's thread (its contract).
+#[allow(unsafe_code)]
+unsafe impl Send for Ctx {}
 
 /// The engine behind a handle, or NULL_ARGUMENT.
 fn engine<'a>(e: *const EngineHandle) -> Result<&'a CudaEngine> {
@@ -193,7 +208,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_new(device: c_int, batch_byt
         crate::fail!(InvalidArgument, "device is {device}");
     }
     Driver::prepare(device);
-    let h: Box<CudaEngine> = Box::new(Engine::new(Driver, device, batch_bytes));
+    let h: Box<CudaEngine> = Box::new(CudaEngine::new(device, batch_bytes));
     write(out, Box::into_raw(h) as *mut EngineHandle);
     Ok(())
 }
@@ -318,6 +333,45 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_after(e: *const EngineHandle
     nonnull(ticket, "ticket")?;
     write(ticket, eng.after(stream as usize)?);
     Ok(())
+}
+
+/// Parks ticket `ticket` with the engine's watcher, a host thread of the engine (started at the
+/// first park), instead of polling it: `wake(ctx)` is called once the ticket is over (its
+/// `engine_poll` answers other than NOT_READY), once, from that thread; then poll and complete
+/// it as usual. The thread reads the ticket's completion word each round (no CUDA call, no lock;
+/// the engine is polled for a fault at most once a millisecond), yielding the core between
+/// rounds, and naps 20 us between rounds once nothing has been over for 2 ms. `engine_free` calls
+/// the wake of every ticket still parked, over or not, before it frees the engine.
+///
+/// Statuses: OK (parked: `wake` will be called); NULL_ARGUMENT (`engine`, `wake`);
+/// INVALID_ARGUMENT (not a pending ticket of a caller's stream: only `engine_after`,
+/// `engine_copy_on_stream_batch` and ON_STREAM copies park; a ticket never issued or settled);
+/// STEP_UNAVAILABLE (the thread could not be started); FORKED. On an error nothing is parked and
+/// `wake` is not called: poll the ticket. Thread safety: any thread.
+#[unsafe(no_mangle)]
+#[export]
+pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_park(
+    e: *const EngineHandle,
+    ticket: u64,
+    wake: EngineWake,
+    ctx: *mut c_void,
+) -> Status {
+    let eng = engine(e)?;
+    let Some(wake) = wake else {
+        crate::fail!(NullArgument, "wake is NULL");
+    };
+    let ctx = Ctx(ctx);
+    eng.park(
+        ticket,
+        Box::new(move || {
+            let c = &ctx;
+            // SAFETY: the caller's function and context (engine_park's contract).
+            #[allow(unsafe_code)]
+            unsafe {
+                wake(c.0)
+            }
+        }),
+    )
 }
 
 /// Puts the batch on the stream now (one kernel launch). Polls and the next unbatched copy do it
@@ -455,9 +509,10 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_drain(e: *const EngineHandle
 #[unsafe(no_mangle)]
 #[export]
 pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_counts(e: *const EngineHandle, out: *mut EngineCounts) -> Status {
-    let c = engine(e)?.counts();
+    let eng = engine(e)?;
+    let c = eng.counts();
     nonnull(out, "out")?;
-    write(out, EngineCounts { fast: c.fast, batched: c.batched });
+    write(out, EngineCounts { fast: c.fast, batched: c.batched, parked: eng.parked() });
     Ok(())
 }
 

@@ -11,6 +11,13 @@
 // completes the copy once it landed (the polls of a flood ask the GPU once per round, not once
 // per copy). It makes no CUDA call: CUDA types appear in signatures only.
 //
+// A wait on a caller's stream (after(), copies_on_stream) that its first poll finds not ready is
+// parked with the engine's watcher thread instead of polled again (copy_engine::park): the thread
+// reads the wait's completion word and, once the stream has written it, queues the poll again on
+// the initiator persona (persona::lpc_ff, which UPC++ allows from any thread, in seq mode too).
+// upcxx::progress() meanwhile returns at once, so the host is free while the stream works. The
+// persona must outlive the wait, as for any UPC++ operation it initiated.
+//
 // Each completion LPC owns its copy and holds nothing of any other persona: a persona (or the
 // thread whose default persona it was) that goes away with copies in flight takes only their
 // completions with it, as it does upcxx::copy's own. The engine it shares with them keeps no CUDA
@@ -37,6 +44,7 @@
 #include <cstdint>
 #include <chrono>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -129,6 +137,9 @@ struct flight {
     // Set by the copy path: the copy owes a remote completion, so it is polled at the initiator's
     // internal-level progress (upcxx::discharge() makes no other).
     bool internal = false;
+    // Set by start_after() and start_batch(): a wait on a caller's stream, parked with the
+    // engine's watcher once a poll found it not ready (copy_engine::park).
+    bool wait = false;
     // Set by the engine: finish() runs in internal-level progress (only a landed copy's remote
     // completion may be sent there; the rest goes on to user level).
     bool in_internal = false;
@@ -155,6 +166,9 @@ public:
         std::size_t fast = 0;      // moved by CUDA through NVSHMEM's P2P mapping (batched or not)
         std::size_t fallback = 0;  // upcxx::copy of a copy with an end that may be heap memory
         std::size_t batched = 0;   // of `fast`, those a batch's kernel launch moved
+        // Waits (after(), copies_on_stream) the engine's watcher thread holds now: UPC++ progress
+        // does not poll them until the stream reached them.
+        std::size_t parked = 0;
     };
 
     /// Throws nvshmem_error when the C library refuses the engine.
@@ -189,7 +203,7 @@ public:
         // OK or NULL_ARGUMENT, which cannot come (h_ and &c are not NULL); were it to, the engine's
         // counts stay 0 (`c` is written only on OK).
         if (upcxx_extra_nvshmem_engine_counts(h_.get(), &c) != UPCXX_EXTRA_NVSHMEM_STATUS_OK) c = {};
-        return counts_t{c.fast, fallback_.load(), c.batched};
+        return counts_t{c.fast, fallback_.load(), c.batched, c.parked};
     }
 
     /// Throws nvshmem_error (errc forked, status FORKED, the engine's message) in a fork() child of
@@ -252,6 +266,7 @@ public:
     /// stream_capture, cuda, forked, heap_inactive; nothing will be notified) when it cannot.
     void start_after(std::unique_ptr<flight> f, cudaStream_t s) {
         flight *raw = f.get();
+        raw->wait = true;
         poll{shared_from_this(), raw}.queue();
         (void)f.release();
         std::uint64_t t = 0;
@@ -268,6 +283,7 @@ public:
     void start_batch(std::unique_ptr<flight> f, cudaStream_t s, const upcxx_extra_nvshmem_engine_copy_t *copies,
                      std::size_t n) {
         flight *raw = f.get();
+        raw->wait = true;
         poll{shared_from_this(), raw}.queue();
         (void)f.release();
         std::uint64_t t = 0;
@@ -486,6 +502,9 @@ private:
                 f->in_internal = f->internal && !user;
                 return self->complete(f, r);
             }
+            // A wait the stream has not reached: the engine's watcher thread queues this poll
+            // again once it has, so progress does not poll it meanwhile.
+            if (r == not_ready && f->wait && self->park(*this)) return;
             try {
                 // A failed copy is redone through upcxx::copy at user level, never in internal
                 // progress (there it is only issued again by the engine, once: reissue()).
@@ -500,6 +519,38 @@ private:
             }
         }
     };
+    // A poll parked with the engine's watcher, and the persona to queue it on when its wait is over.
+    struct parked {
+        poll p;
+        upcxx::persona *on;
+    };
+    // The watcher's wake (upcxx_extra_nvshmem_engine_wake_t), on the watcher's thread: queues the
+    // poll on its persona (UPC++ allows lpc_ff from any thread, in seq mode too). The poll is
+    // moved into the LPC first, so `pk`'s end drops no reference to the engine on this thread.
+    static bool wake(void *ctx) noexcept {
+        parked *pk = static_cast<parked *>(ctx);
+        try {
+            pk->on->lpc_ff(std::move(pk->p));
+        } catch (...) {  // cannot be queued now (no memory): the watcher calls again later
+            return false;
+        }
+        delete pk;
+        return true;
+    }
+    // Parks poll `p` (user level, of a wait) with the engine's watcher, on the calling persona:
+    // false when it is not (no memory; the engine refuses: a ticket settled, the thread cannot
+    // start, a fork() child), and the poll is queued again as before.
+    bool park(const poll &p) noexcept {
+        parked *pk = new (std::nothrow) parked{p, &upcxx::current_persona()};
+        if (!pk) return false;
+        if (upcxx_extra_nvshmem_engine_park(h_.get(), p.f->ticket, &copy_engine::wake, pk) !=
+            UPCXX_EXTRA_NVSHMEM_STATUS_OK) {
+            delete pk;
+            return false;
+        }
+        return true;
+    }
+
     // The poll results the engine names (upcxx_extra_nvshmem_engine_poll_t); any other is a CUresult.
     static constexpr int landed = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_LANDED;        // CUDA_SUCCESS
     static constexpr int not_ready = UPCXX_EXTRA_NVSHMEM_ENGINE_POLL_NOT_READY;  // CUDA_ERROR_NOT_READY

@@ -35,6 +35,7 @@ pub use gpu::*;
 /// The loom models size their copies on a caller's stream by it.
 #[cfg(loom)]
 pub use on_stream::ON_STREAM_KERNEL_MAX;
+pub use words::WordWatch;
 
 /// A copy on the engine's stream: its sequence number (1, 2, ...).
 pub type CopyTicket = u64;

@@ -157,6 +157,43 @@ impl<G: Gpu> Engine<G> {
     }
 }
 
+/// A pending ticket's word as a thread without the engine's lock reads it (the watcher,
+/// `crate::engine::watcher`): [`WordWatch::landed`] once the stream stored the ticket's value. A
+/// word seen landed by a poll goes back to the pool and may be written again with another value,
+/// so `landed` may stay false for a ticket that is over: the watcher also polls the engine at
+/// times.
+#[derive(Clone, Copy, Debug)]
+pub struct WordWatch {
+    host: usize,
+    value: u32,
+}
+
+impl WordWatch {
+    /// Whether the stream stored the ticket's value (a load; no CUDA call, no lock).
+    pub fn landed(&self) -> bool {
+        read_word(self.host) == self.value
+    }
+}
+
+impl<G: Gpu> Engine<G> {
+    /// Whether ticket `t` may be watched from another thread: a pending ticket of a caller's
+    /// stream (`after()`, `copies_on_stream`, `copy_on_stream`), with its word when the stream
+    /// writes one (`None`: an event tells it, so only [`Engine::poll`] does). `Err` with the
+    /// reason otherwise: FORKED; INVALID_ARGUMENT for a copy of the engine's stream, a ticket
+    /// never issued, or one settled already.
+    pub fn watch_of(&self, t: u64) -> crate::error::Result<Option<WordWatch>> {
+        self.refuse_forked()?;
+        let st = self.lock();
+        let w = (t & super::CALLER_TICKET != 0).then(|| st.callers.watched.get(&t)).flatten().ok_or_else(|| {
+            crate::error::Error::new(
+                crate::error::Status::InvalidArgument,
+                format!("ticket {t} is not a pending ticket of a caller's stream (after, copy_on_stream or copies_on_stream)"),
+            )
+        })?;
+        Ok(w.word.map(|w| WordWatch { host: w.host, value: w.value }))
+    }
+}
+
 /// The mapped word at host address `host` (written by a stream).
 #[allow(unsafe_code)]
 fn read_word(host: usize) -> u32 {

@@ -309,12 +309,21 @@ static void f23_after(nvshmem_heap &heap) {
         const bool early = ready(f);
         copy_test::progress_until([] { return false; }, 0.1);
         const bool mid = ready(f);
+        // Meanwhile the wait is the watcher's, not polled by progress: one parked.
+        const std::size_t parked_mid = heap.copies().parked;
         gate_open();
         const bool done = waited("F23.ready", f, ns.name);
         check("F23.after", (host_waits || (!early && !mid)) && done,
               "%s: after() not ready in the call (%d), nor after 100 ms of progress while the stream's host function "
               "waits (%d), then ready (%d)",
               ns.name, early, mid, done);
+        if (!host_waits) {
+            const bool unparked = copy_test::progress_until([&] { return heap.copies().parked == 0; }, 1.0);
+            check("F23.parked", parked_mid == 1 && unparked,
+                  "%s: while the stream's host function waits, the after() is parked with the engine's watcher "
+                  "(%zu parked, 1 expected), and no longer once ready (%d)",
+                  ns.name, parked_mid, unparked);
+        }
     }
     // Completion forms, never delivered inside the call.
     cudaLaunchHostFunc(created, sleep_host_fn, &ms);
