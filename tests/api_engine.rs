@@ -641,7 +641,7 @@ fn standin_a_refused_launch_loads_the_kernels_again() {
 
 /// A wake for `engine_park` whose context is a [`WakeCount`]: counts its calls, takes the ticket
 /// once `refuse` is 0 (each call while it is not lowers it).
-unsafe extern "C" fn count_wake(ctx: *mut libc::c_void) -> bool {
+extern "C" fn count_wake(ctx: *mut libc::c_void) -> bool {
     use std::sync::atomic::Ordering::SeqCst;
     // SAFETY: the tests pass a WakeCount that outlives the engine.
     let w = unsafe { &*(ctx as *const WakeCount) };

@@ -168,7 +168,7 @@ pub struct EngineCounts {
 /// little later). It runs on the watcher's thread (or the thread of `engine_free`), must return
 /// (no exception, no longjmp) and must not call the engine: it hands the ticket to the thread
 /// that polls and completes it (the C++ layer queues an LPC on the initiator persona).
-pub type EngineWake = Option<unsafe extern "C" fn(ctx: *mut c_void) -> bool>;
+pub type EngineWake = Option<extern "C" fn(ctx: *mut c_void) -> bool>;
 
 /// A caller's context pointer, handed to the watcher's thread.
 struct Ctx(*mut c_void);
@@ -365,11 +365,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_park(
         ticket,
         Box::new(move || {
             let c = &ctx;
-            // SAFETY: the caller's function and context (engine_park's contract).
-            #[allow(unsafe_code)]
-            unsafe {
-                wake(c.0)
-            }
+            wake(c.0) // the caller's function and context (engine_park's contract)
         }),
     )
 }

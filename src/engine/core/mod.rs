@@ -248,13 +248,12 @@ impl<G: Gpu> Engine<G> {
         if e == SUCCESS {
             return Ok(Settled::Landed);
         }
-        let is_wait = w.as_ref().is_some_and(|w| w.is_wait);
-        let batch = w.as_ref().is_some_and(|w| w.batch);
+        let kind = w.as_ref().map(|w| w.kind);
         // Named from the outcome the engine learned from the GPU (the caller's `e` is only a
         // number to the engine: a value the driver did not give is not named).
         let own = if t & CALLER_TICKET != 0 { w.as_ref().map_or(NOT_READY, |w| w.result) } else { Self::failed_in(&st, t) };
         let name = if own != SUCCESS && own != NOT_READY { self.gpu.result_name(own) } else { format!("CUDA error {e}") };
-        if is_wait {
+        if kind == Some(on_stream::Kind::Wait) {
             if st.error.is_empty() {
                 st.error = format!(
                     "the work queued on the stream before after() ended with a CUDA error ({name}); the wait completed \
@@ -263,7 +262,7 @@ impl<G: Gpu> Engine<G> {
             }
             return Ok(Settled::Report);
         }
-        if batch {
+        if kind == Some(on_stream::Kind::Batch) {
             if st.error.is_empty() {
                 st.error = format!(
                     "a batch of copies on a caller's stream (copy_on_stream) failed after it was issued ({name}); the \

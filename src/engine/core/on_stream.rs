@@ -18,10 +18,20 @@ use std::collections::BTreeMap;
 pub(super) struct Watched {
     pub(super) event: Handle, // 0 once settled, or with a word
     pub(super) result: Code,  // NOT_READY until settled
-    pub(super) is_wait: bool,
+    pub(super) kind: Kind,
     pub(super) on_own_device: bool, // a copy_on_stream copy on a stream of the engine's device (pooled event)
     pub(super) word: Option<Word>,  // the word the stream writes; None once seen (or given up: never reused)
-    pub(super) batch: bool,         // a batch of copies (copy_batch_on_stream): reported, never redone
+}
+
+/// What a ticket of a caller's stream stands for: what its failure means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// `after()`: no copy; a failure of the stream's work is reported, the wait completes.
+    Wait,
+    /// One `copy_on_stream` copy: a failure is redone while the engine is open.
+    Copy,
+    /// `copies_on_stream`: a failure is reported, never redone.
+    Batch,
 }
 
 /// The tickets of callers' streams.
@@ -79,7 +89,7 @@ impl<G: Gpu> Engine<G> {
         }
         self.count(&st, 1, usize::from(launched));
         let (event, result) = self.event_after(&mut st, r.stream);
-        Ok(Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: false }))
+        Ok(Self::watch(&mut st, Watched { event, result, kind: Kind::Copy, on_own_device: true, word: None }))
     }
 
     /// Issues `reqs` in `s`'s order, as one ticket: the work queued on `s` before the call runs
@@ -138,15 +148,15 @@ impl<G: Gpu> Engine<G> {
             )
         })?;
         self.count(&st, reqs.len(), batched);
-        let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, false, true));
+        let signalled = signal.filter(|_| signalled).map(|(w, sig)| Self::watch_taken(&mut st, w, sig.value, self.device, Kind::Batch));
         let t = if let Some(t) = signalled {
             t
         } else {
-            match self.watch_word(&mut st, target, Some(self.device), self.device, false, true) {
+            match self.watch_word(&mut st, target, Some(self.device), self.device, Kind::Batch) {
                 Ok(t) => t,
                 Err(_) => {
                     let (event, result) = self.event_after(&mut st, target);
-                    Self::watch(&mut st, Watched { event, result, is_wait: false, on_own_device: true, word: None, batch: true })
+                    Self::watch(&mut st, Watched { event, result, kind: Kind::Batch, on_own_device: true, word: None })
                 }
             }
         };
@@ -242,19 +252,19 @@ impl<G: Gpu> Engine<G> {
             // The calling thread's context first (the special handles name its device's streams;
             // the usual stream is one of the engine's device, whose context is asked for a fault),
             // then, asking CUDA for the stream's device only then, that device's.
-            if let Ok(t) = self.watch_word(&mut st, s, None, self.device, true, false) {
+            if let Ok(t) = self.watch_word(&mut st, s, None, self.device, Kind::Wait) {
                 return Ok(t);
             }
             let d = self.gpu.stream_device(s);
             if d >= 0
-                && let Ok(t) = self.watch_word(&mut st, s, Some(d), d, true, false)
+                && let Ok(t) = self.watch_word(&mut st, s, Some(d), d, Kind::Wait)
             {
                 return Ok(t);
             }
         }
         let ev = self.record_on(s)?;
         let mut st = self.lock();
-        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, is_wait: true, on_own_device: false, word: None, batch: false }))
+        Ok(Self::watch(&mut st, Watched { event: ev, result: NOT_READY, kind: Kind::Wait, on_own_device: false, word: None }))
     }
 
     /// [`check_stream`] with this engine's GPU.
@@ -352,7 +362,8 @@ impl<G: Gpu> Engine<G> {
     /// Under the lock: the host waits for the copies on callers' streams (their words, or
     /// events): a word stops the wait when it landed or the context reports a fault.
     pub(super) fn wait_watched(&self, st: &mut State) {
-        let copies: Vec<u64> = st.callers.watched.iter().filter(|(_, w)| !w.is_wait && w.result == NOT_READY).map(|(t, _)| *t).collect();
+        let copies: Vec<u64> =
+            st.callers.watched.iter().filter(|(_, w)| w.kind != Kind::Wait && w.result == NOT_READY).map(|(t, _)| *t).collect();
         for t in copies {
             if let Some(ev) = st.callers.watched.get(&t).map(|w| w.event).filter(|e| *e != 0) {
                 let _ = self.gpu.event_synchronize(ev);

@@ -16,7 +16,7 @@
 //! the word).
 
 use super::gpu::*;
-use super::on_stream::Watched;
+use super::on_stream::{Kind, Watched};
 use super::{CallerTicket, Engine, State};
 
 /// Words of one block of mapped host memory for the tickets of callers' streams.
@@ -76,9 +76,9 @@ impl<G: Gpu> Engine<G> {
 
     /// Under the lock: a ticket told by word `w`, which the stream (or a launch on it) stores
     /// `value` into when it reaches that point.
-    pub(super) fn watch_taken(st: &mut State, w: PoolWord, value: u32, device: i32, is_wait: bool, batch: bool) -> CallerTicket {
+    pub(super) fn watch_taken(st: &mut State, w: PoolWord, value: u32, device: i32, kind: Kind) -> CallerTicket {
         let word = Some(Word { host: w.0, dev: w.1, counter: w.2, value, device });
-        Self::watch(st, Watched { event: 0, result: NOT_READY, is_wait, on_own_device: true, word, batch })
+        Self::watch(st, Watched { event: 0, result: NOT_READY, kind, on_own_device: true, word })
     }
 
     /// Under the lock: a word of the pool with a launch counter, and the [`Signal`] that stores
@@ -102,8 +102,7 @@ impl<G: Gpu> Engine<G> {
         s: Handle,
         ctx: Option<i32>,
         device: i32,
-        is_wait: bool,
-        batch: bool,
+        kind: Kind,
     ) -> std::result::Result<CallerTicket, Code> {
         let w = self.take_word(st)?;
         let value = Self::next_value(st);
@@ -111,7 +110,7 @@ impl<G: Gpu> Engine<G> {
             st.words.free.push(w); // nothing will write it
             return Err(c);
         }
-        Ok(Self::watch_taken(st, w, value, device, is_wait, batch))
+        Ok(Self::watch_taken(st, w, value, device, kind))
     }
 
     /// Under the lock: a fault the context of `device` reports (`SUCCESS`: none).
