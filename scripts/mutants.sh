@@ -5,10 +5,13 @@
 # crate compiles those files from src/ by path, which cargo-mutants does not follow out of a
 # crate's tree, so the run is made in a copy of the commit whose root manifest is the loom crate's.
 #
-# Two groups, each with the tests that can see its files: `engine` (src/engine/core/, tested by
-# every loom test: the engine's model takes about 11 s on 2 cores) and `table` (the table's four
-# files, tested by the loom crate's unit tests and table_model.rs alone: a fraction of a second).
-# Results in OUTDIR/GROUP/mutants.out. The ctest test `mutants` (label mutants) runs both, outside
+# Three groups, each with the tests that can see its files: `engine` (src/engine/core/, tested by
+# every loom test: the engine's model takes about 11 s on 2 cores), `watcher` (the engine's
+# watcher thread and CudaEngine, src/engine/{watcher,mod}.rs, outside the models: tested by
+# `cargo test --test api_engine` over the CUDA stand-in alone, so it needs UXN_MUTANTS_STANDIN)
+# and `table` (the table's four files, tested by the loom crate's unit tests and table_model.rs
+# alone: a fraction of a second).
+# Results in OUTDIR/GROUP/mutants.out. The ctest test `mutants` (label mutants) runs them all, outside
 # the default suite. The outcome and every missed mutant: docs/testing.md.
 #
 # Second test command: with UXN_MUTANTS_STANDIN set to a directory holding the CUDA stand-in's
@@ -23,7 +26,7 @@
 # The mutants that cannot matter (equivalent, or performance only: docs/testing.md) are not run:
 # scripts/mutants-excluded.txt holds one --exclude-re regex a line (keyed on the change and its
 # function, never on a line number), each with a comment saying why.
-#   scripts/mutants.sh OUTDIR [engine|table|all] [cargo-mutants arguments, e.g. --file '**/engine/core/gate.rs']
+#   scripts/mutants.sh OUTDIR [engine|watcher|table|all] [cargo-mutants arguments, e.g. --file '**/engine/core/gate.rs']
 # A --file among the arguments replaces the group's own files (its tests stay the group's).
 # Exit status: 0 when no mutant was missed (one that timed out counts as caught), 2 when one was,
 # anything else a failure of the run.
@@ -31,9 +34,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "${1:?usage: mutants.sh OUTDIR [engine|table|all] [cargo-mutants args]}" && cd "$1" && pwd)"
 shift
-groups=(engine table)
+groups=(engine watcher table)
 case "${1:-}" in
-  engine | table) groups=("$1"); shift ;;
+  engine | watcher | table) groups=("$1"); shift ;;
   all) shift ;;
 esac
 command -v cargo-mutants >/dev/null || { echo "mutants.sh: cargo-mutants is not installed (cargo install --locked cargo-mutants)" >&2; exit 2; }
@@ -80,6 +83,12 @@ group() {
       files=(--file '**/engine/core/*.rs')
       model_tests=()
       lib_tests=(--lib --test api_engine) ;;
+    watcher)
+      # The engine's watcher thread and CudaEngine (src/engine/{watcher,mod}.rs): not in the loom
+      # models, so only the library's tests over the stand-in see them.
+      files=(--file 'src/engine/watcher.rs' --file 'src/engine/mod.rs')
+      model_tests=()
+      lib_tests=(--test api_engine) ;;
     table)
       files=(--file '**/table/translation.rs' --file '**/table/snapshot.rs' --file '**/table/errors.rs' --file '**/table/peers.rs')
       model_tests=(--lib --test table_model)
@@ -89,6 +98,17 @@ group() {
   local g="$out/$name" rc=0
   mkdir -p "$g"
   echo "mutants.sh: group $name" >&2
+  if [ "$name" = watcher ]; then
+    [ -n "${UXN_MUTANTS_STANDIN:-}" ] || { echo "mutants.sh: group watcher needs UXN_MUTANTS_STANDIN (its tests run over the CUDA stand-in)" >&2; return 2; }
+    (cd "$lib" && LD_LIBRARY_PATH="$UXN_MUTANTS_STANDIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" UXN_REQUIRE_CUDA=1 \
+      CARGO_TARGET_DIR="$out/target-lib" cargo mutants --no-shuffle --profile release --timeout 60 --output "$g" \
+      "${files[@]}" "${excluded[@]}" "$@" -- "${lib_tests[@]}") || rc=$?
+    case "$rc" in
+      0 | 3) return 0 ;;
+      2) [ -s "$g/mutants.out/missed.txt" ] && return 2 || return 0 ;;
+      *) return "$rc" ;;
+    esac
+  fi
   (cd "$tree" && RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="$out/target" cargo mutants --no-shuffle --profile release \
     --timeout 300 --output "$g" "${files[@]}" "${excluded[@]}" "$@" -- "${model_tests[@]}") || rc=$?
   local missed="$g/mutants.out/missed.txt"

@@ -62,6 +62,20 @@ struct Parked {
     next_poll: Instant,
 }
 
+impl Parked {
+    /// Whether to poll the engine for it this round: its word landed, or its time came (a word's
+    /// ticket at most once per [`POLL_WORD_EVERY`]; an event's every round). Decides how soon a
+    /// wake follows the stream and how often the watcher takes the engine's lock, never whether.
+    fn due(&self, now: Instant) -> bool {
+        self.word.is_some_and(|w| w.landed()) || now >= self.next_poll
+    }
+
+    /// The engine said not ready at `now`: when to ask it next (see [`Parked::due`]).
+    fn polled(&mut self, now: Instant) {
+        self.next_poll = if self.word.is_some() { now + POLL_WORD_EVERY } else { now };
+    }
+}
+
 #[derive(Default)]
 struct Shared {
     /// Tickets parked since the thread last took them.
@@ -149,6 +163,17 @@ fn wake_all(shared: &Shared, left: Vec<Parked>) {
     }
 }
 
+/// Between two rounds with nothing over, `since` the last ticket was over (or parked): yields the
+/// core, or naps once that is [`SPIN_FOR`]. Decides the watcher's latency and its use of the core,
+/// never what it wakes.
+fn idle(since: Duration) {
+    if since >= SPIN_FOR {
+        std::thread::sleep(NAP);
+    } else {
+        std::thread::yield_now();
+    }
+}
+
 fn run<G: Gpu>(engine: &Engine<G>, shared: &Shared) {
     let mut mine: Vec<Parked> = Vec::new();
     let mut last_over = Instant::now();
@@ -176,8 +201,7 @@ fn run<G: Gpu>(engine: &Engine<G>, shared: &Shared) {
         let now = Instant::now();
         let mut over = false;
         mine.retain_mut(|p| {
-            let landed = p.word.is_some_and(|w| w.landed());
-            if !landed && now < p.next_poll {
+            if !p.due(now) {
                 return true;
             }
             // Err (FORKED cannot come: this thread is not in a fork() child), or a panic (a bug,
@@ -185,7 +209,7 @@ fn run<G: Gpu>(engine: &Engine<G>, shared: &Shared) {
             // the C ABI's boundary, says the rest.
             let poll = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.poll(p.ticket, None)));
             if poll.is_ok_and(|r| r.is_ok_and(|c| c == NOT_READY)) {
-                p.next_poll = if p.word.is_some() { now + POLL_WORD_EVERY } else { now };
+                p.polled(now);
                 return true;
             }
             over = true;
@@ -198,10 +222,8 @@ fn run<G: Gpu>(engine: &Engine<G>, shared: &Shared) {
         drop(round);
         if over {
             last_over = now;
-        } else if now.duration_since(last_over) >= SPIN_FOR {
-            std::thread::sleep(NAP);
         } else {
-            std::thread::yield_now();
+            idle(now.duration_since(last_over));
         }
     }
 }
