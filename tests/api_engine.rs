@@ -739,3 +739,47 @@ fn standin_engine_free_wakes_what_is_still_parked() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(w.calls(), 1, "woken after engine_free");
 }
+
+/// A parked `after()` whose stream's context faults before the stream writes its word (a failed
+/// copy before it, the fault sticky as a GPU's): the stream never writes the word, and the
+/// watcher still wakes the wait, from its poll of the engine for a fault (at most one a
+/// millisecond), well within 5 s; the wait then polls the fault (UNKNOWN), reported.
+#[test]
+fn standin_a_parked_wait_behind_a_fault_is_woken() {
+    if !driver() {
+        return;
+    }
+    let _serial = standin_serial();
+    let e = new_engine(0);
+    let (src, mut dst) = (vec![3u8; 4096], vec![0u8; 4096]);
+    let c = copy_of(&src, &mut dst, EngineFlag::OnStream as u32); // the legacy stream (NULL)
+    let w = WakeCount::default();
+    let (mut gate, mut t, mut a, mut r, mut settled) = (0u32, 0u64, 0u64, -1, EngineSettled::Landed);
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
+        let sticky = StickyFaults::on();
+        standin_fail_next_copies(1);
+        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut a), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, a, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, NOT_READY, "the wait behind the held stream");
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, a, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, gate), Status::Ok);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while w.calls() == 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(w.calls(), 1, "the parked wait behind a fault was not woken within 5 s");
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, a, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, UNKNOWN, "the wait polls the fault");
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, a, r, &c, &mut settled), Status::Ok);
+        assert_eq!(settled, EngineSettled::Report, "a wait over a fault is reported");
+        let rc = poll_until_over(e, t, null_mut());
+        drop(sticky);
+        let rc = rc.expect("the failed copy's event");
+        assert_eq!(upcxx_extra_nvshmem_engine_complete(e, t, rc, &c, &mut settled), Status::Ok);
+        let _ = upcxx_extra_nvshmem_engine_take_error(e);
+        upcxx_extra_nvshmem_engine_free(e);
+    }
+}
