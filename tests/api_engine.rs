@@ -783,3 +783,63 @@ fn standin_a_parked_wait_behind_a_fault_is_woken() {
         upcxx_extra_nvshmem_engine_free(e);
     }
 }
+
+/// What the child of `standin_no_wake_runs_once_the_process_exits` shares with its exit handler.
+static EXIT_ENGINE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static EXIT_GATE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static EXIT_WAKES: WakeCount = WakeCount { calls: std::sync::atomic::AtomicUsize::new(0), refuse: std::sync::atomic::AtomicUsize::new(0) };
+
+/// The child's exit handler, registered before the engine's watcher starts, so it runs after the
+/// library's own (`atexit` runs handlers last registered first): it lets the stream reach the
+/// parked wait, gives a watcher 100 ms to wake it, and prints how many wakes ran.
+extern "C" fn exit_child_handler() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = EXIT_ENGINE.load(SeqCst) as *const EngineHandle;
+    let _ = upcxx_extra_nvshmem_engine_ticket_done(e, EXIT_GATE.load(SeqCst));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let line = format!("WAKES AT EXIT {}\n", EXIT_WAKES.calls());
+    // SAFETY: a write of a buffer to stdout.
+    unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+}
+
+/// The child process (`UXN_EXIT_CHILD` set): parks an `after()` behind a held stream, then exits.
+#[test]
+fn exit_child() {
+    if std::env::var_os("UXN_EXIT_CHILD").is_none() || !driver() {
+        return;
+    }
+    use std::sync::atomic::Ordering::SeqCst;
+    let e = new_engine(0);
+    let (mut gate, mut t, mut r) = (0u32, 0u64, -1);
+    unsafe {
+        assert_eq!(libc::atexit(exit_child_handler), 0);
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, NOT_READY, "the wait behind the held stream");
+        EXIT_ENGINE.store(e as usize, SeqCst);
+        EXIT_GATE.store(gate, SeqCst);
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), EXIT_WAKES.ctx()), Status::Ok, "{}", last());
+    }
+    std::process::exit(0);
+}
+
+/// At process exit the engine's watcher stops and wakes nothing, even for a wait whose stream
+/// arrives then: a wake queues onto UPC++, which may be gone by then (the C++ layer's wake is
+/// `persona::lpc_ff`). Run in a child process (`exit_child`), whose exit handler, running after
+/// the library's, lets the stream reach the parked wait.
+#[test]
+fn standin_no_wake_runs_once_the_process_exits() {
+    if !driver() {
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", "exit_child", "--nocapture", "--test-threads=1"])
+        .env("UXN_EXIT_CHILD", "1")
+        .output()
+        .expect("the child runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the child failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("WAKES AT EXIT 0"), "a wake ran during the process's exit: {text}");
+}
