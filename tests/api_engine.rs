@@ -670,6 +670,29 @@ fn parked(e: *const EngineHandle) -> usize {
     c.parked
 }
 
+/// Holds the legacy stream (NULL) with a stream ticket of `e` not done yet: its number.
+fn hold_legacy_stream(e: *const EngineHandle) -> u32 {
+    let mut gate = 0u32;
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
+        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
+    }
+    gate
+}
+
+/// An `after()` of the legacy stream, held (its poll says not ready), parked with `w`'s wake: its
+/// ticket.
+fn park_after_on_held_stream(e: *const EngineHandle, w: &WakeCount) -> u64 {
+    let (mut t, mut r) = (0u64, -1);
+    unsafe {
+        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
+        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
+        assert_eq!(r, NOT_READY, "the wait behind the held stream");
+        assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
+    }
+    t
+}
+
 /// An `after()` parked with the watcher while its stream is held (a stream ticket not done): the
 /// wake is not called while the stream has not reached the wait, and is called once when it has;
 /// a wake that cannot take the ticket is called again; the ticket then polls LANDED. Without the
@@ -684,14 +707,10 @@ fn standin_a_parked_wait_is_woken_once_when_its_stream_reaches_it() {
     for refuse in [0usize, 2] {
         let w = WakeCount::default();
         w.refuse.store(refuse, std::sync::atomic::Ordering::SeqCst);
-        let (mut gate, mut t, mut r, mut settled) = (0u32, 0u64, -1, EngineSettled::Report);
+        let (mut r, mut settled) = (-1, EngineSettled::Report);
+        let gate = hold_legacy_stream(e);
+        let t = park_after_on_held_stream(e, &w);
         unsafe {
-            assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
-            assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
-            assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
-            assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
-            assert_eq!(r, NOT_READY, "the wait behind the held stream");
-            assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
             assert_eq!(parked(e), 1);
             std::thread::sleep(std::time::Duration::from_millis(50));
             assert_eq!(w.calls(), 0, "woken while the stream had not reached the wait");
@@ -723,14 +742,9 @@ fn standin_engine_free_wakes_what_is_still_parked() {
     let _serial = standin_serial();
     let e = new_engine(0);
     let w = WakeCount::default();
-    let (mut gate, mut t, mut r) = (0u32, 0u64, -1);
+    hold_legacy_stream(e);
+    park_after_on_held_stream(e, &w);
     unsafe {
-        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
-        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
-        assert_eq!(r, NOT_READY, "the wait behind the held stream");
-        assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
         std::thread::sleep(std::time::Duration::from_millis(20));
         assert_eq!(w.calls(), 0);
         upcxx_extra_nvshmem_engine_free(e);
@@ -754,17 +768,13 @@ fn standin_a_parked_wait_behind_a_fault_is_woken() {
     let (src, mut dst) = (vec![3u8; 4096], vec![0u8; 4096]);
     let c = copy_of(&src, &mut dst, EngineFlag::OnStream as u32); // the legacy stream (NULL)
     let w = WakeCount::default();
-    let (mut gate, mut t, mut a, mut r, mut settled) = (0u32, 0u64, 0u64, -1, EngineSettled::Landed);
+    let (mut t, mut r, mut settled) = (0u64, -1, EngineSettled::Landed);
+    let gate = hold_legacy_stream(e);
+    let sticky = StickyFaults::on();
+    standin_fail_next_copies(1);
+    assert_eq!(unsafe { upcxx_extra_nvshmem_engine_copy(e, &c, &mut t) }, Status::Ok, "{}", last());
+    let a = park_after_on_held_stream(e, &w);
     unsafe {
-        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
-        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
-        let sticky = StickyFaults::on();
-        standin_fail_next_copies(1);
-        assert_eq!(upcxx_extra_nvshmem_engine_copy(e, &c, &mut t), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut a), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, a, null_mut(), &mut r), Status::Ok);
-        assert_eq!(r, NOT_READY, "the wait behind the held stream");
-        assert_eq!(upcxx_extra_nvshmem_engine_park(e, a, Some(count_wake), w.ctx()), Status::Ok, "{}", last());
         assert_eq!(upcxx_extra_nvshmem_engine_ticket_done(e, gate), Status::Ok);
         let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while w.calls() == 0 && std::time::Instant::now() < until {
@@ -810,18 +820,11 @@ fn exit_child() {
     }
     use std::sync::atomic::Ordering::SeqCst;
     let e = new_engine(0);
-    let (mut gate, mut t, mut r) = (0u32, 0u64, -1);
-    unsafe {
-        assert_eq!(libc::atexit(exit_child_handler), 0);
-        assert_eq!(upcxx_extra_nvshmem_engine_ticket_new(e, &mut gate), Status::Ok);
-        assert_eq!(upcxx_extra_nvshmem_engine_stream_wait_ticket(e, null_mut(), gate), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_after(e, null_mut(), &mut t), Status::Ok, "{}", last());
-        assert_eq!(upcxx_extra_nvshmem_engine_poll(e, t, null_mut(), &mut r), Status::Ok);
-        assert_eq!(r, NOT_READY, "the wait behind the held stream");
-        EXIT_ENGINE.store(e as usize, SeqCst);
-        EXIT_GATE.store(gate, SeqCst);
-        assert_eq!(upcxx_extra_nvshmem_engine_park(e, t, Some(count_wake), EXIT_WAKES.ctx()), Status::Ok, "{}", last());
-    }
+    // SAFETY: registers a function with no argument.
+    assert_eq!(unsafe { libc::atexit(exit_child_handler) }, 0);
+    EXIT_ENGINE.store(e as usize, SeqCst);
+    EXIT_GATE.store(hold_legacy_stream(e), SeqCst);
+    park_after_on_held_stream(e, &EXIT_WAKES);
     std::process::exit(0);
 }
 
