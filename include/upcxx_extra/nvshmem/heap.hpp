@@ -435,7 +435,9 @@ public:
     /// `fast`, of which `batched` were moved by a batch's kernel launch (the others by one
     /// cudaMemcpyAsync each), and `fallback` for the copies with an end that may be heap memory
     /// that went to upcxx::copy (in the public-API mode every such copy). A copy with no end that can be
-    /// device memory, or of 0 elements, is upcxx::copy untouched and counted in neither.
+    /// device memory, or of 0 elements, is upcxx::copy untouched and counted in neither. `parked`:
+    /// the waits (after(), copies_on_stream) the engine's watcher thread holds now, which
+    /// upcxx::progress() does not poll until their stream reached them (docs/streams.md).
     copy_counts copies() const noexcept { return engine_ ? engine_->counts() : copy_counts{}; }
 
     /// The largest fast copy with heap memory at both ends that heap.copy batches (0: none):
