@@ -364,6 +364,7 @@ pub unsafe extern "C" fn upcxx_extra_nvshmem_engine_park(
     eng.park(
         ticket,
         Box::new(move || {
+            // The whole `Ctx` is captured (it is Send), not its raw pointer field alone.
             let c = &ctx;
             wake(c.0) // the caller's function and context (engine_park's contract)
         }),

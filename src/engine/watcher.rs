@@ -182,7 +182,6 @@ fn run<G: Gpu>(engine: &Engine<G>, shared: &Shared) {
             let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
             while mine.is_empty() && q.is_empty() && !shared.stop.load(Ordering::Acquire) {
                 q = shared.ready.wait(q).unwrap_or_else(PoisonError::into_inner);
-                last_over = Instant::now();
             }
             if !q.is_empty() {
                 last_over = Instant::now(); // a new ticket: spin for it
