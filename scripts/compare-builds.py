@@ -19,6 +19,11 @@ the median over rounds of each build's own ratio to NVSHMEM is printed too.
 
     python3 scripts/compare-builds.py floods OUT.txt [MORE.txt ...] --new f --base c
     python3 scripts/compare-builds.py stream OUT.txt --new g --base f [--window 1]
+    python3 scripts/compare-builds.py after OUT.txt --new g --base f
+
+`after` summarises stream_bench's AFTER lines of each build (every wait of every round, not
+paired by round): the host time freed (min / median / max) and the time from the stream reaching
+the point until the future was ready (median, 90th percentile, max, and how many within 10 us).
 
 BENCHMARKS.md, "How to run", names the runs that feed it.
 """
@@ -57,6 +62,9 @@ def parse_one(runs, fi, path, kind):
                     # FLOOD <dir> <bytes> <window> <batched min> <max> <unbatched min> <max> <put min> ...
                     key = (fields[1], int(fields[2]), int(fields[3]))
                     runs[cur][key] = (float(fields[4]), float(fields[6]), float(fields[8]))
+                elif kind == "after" and fields[0] == "AFTER" and len(fields) >= 10:
+                    # AFTER <bytes> <total> <blocked> <call> <progress> <freed %> <calls> <us a call> <ready us>
+                    runs[cur].setdefault("after", []).append((float(fields[6]), float(fields[9])))
                 elif kind == "stream" and fields[0] == "STREAM":
                     # STREAM <bytes> <window> <copy_on_stream min> <max> <put min> ...
                     key = (int(fields[1]), int(fields[2]))
@@ -99,9 +107,29 @@ def compare(runs, new, base, columns, keep):
     return out
 
 
+def percentile(xs, q):
+    """The q-th percentile of xs (nearest rank)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(q / 100 * len(xs)) - 1))]
+
+
+def summarise_after(runs, builds):
+    for b in builds:
+        waits = [w for (build, _), run in runs.items() if build == b for w in run.get("after", [])]
+        if not waits:
+            sys.exit(f"no AFTER line with a readiness column for build {b!r}")
+        freed, ready = [w[0] for w in waits], [w[1] for w in waits]
+        print(
+            f"{b}: {len(waits)} waits; host time freed {min(freed):.1f}% / {statistics.median(freed):.1f}% / "
+            f"{max(freed):.1f}%; ready after the stream reached the point: median {statistics.median(ready):.1f} us, "
+            f"90th percentile {percentile(ready, 90):.1f} us, max {max(ready):.1f} us, "
+            f"{sum(r <= 10 for r in ready)} of {len(ready)} within 10 us"
+        )
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=["floods", "stream"])
+    ap.add_argument("kind", choices=["floods", "stream", "after"])
     ap.add_argument("files", nargs="+", help="the runs' output (several files: their rounds are told apart)")
     ap.add_argument("--new", required=True, help="the build measured (its name after ==)")
     ap.add_argument("--base", required=True, help="the build it is compared with")
@@ -109,6 +137,8 @@ def main():
     ap.add_argument("--dir", default="put", help="floods: the direction (default put)")
     args = ap.parse_args()
     runs = parse(args.files, args.kind)
+    if args.kind == "after":
+        return summarise_after(runs, [args.new, args.base])
     if args.kind == "floods":
         groups = [("", lambda k: k[0] == args.dir)]
         columns = [(0, "batched"), (1, "unbatched")]

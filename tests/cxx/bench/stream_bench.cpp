@@ -37,9 +37,13 @@
 // Then the host time after() frees: a device-to-device copy of -b bytes (default 256 MiB) is
 // queued on s, and the host either blocks in cudaStreamSynchronize(s), or calls heap.after(s)
 // and makes progress until it is ready, counting what it spends inside the library (the call and
-// each upcxx::progress()) against the copy's time:
+// each upcxx::progress()) against the copy's time. Right before heap.after(s) the benchmark has
+// the stream write a word of its own (cuStreamWriteValue32 into mapped host memory), which the
+// host reads between its polls: the last column is the time from seeing that word (the stream
+// reached the point after() waits for) until the future is ready:
 //   AFTER <bytes> <stream time us> <cudaStreamSynchronize blocked us> <after() call us>
 //         <progress us until ready> <host time freed, %> <progress() calls> <us per progress() call>
+//         <us from the stream reaching the point until ready>
 //
 //   upcxx-run -n 2 ./stream_bench [-w 1,100] [-s 8] [-m 4194304] [-r 6] [-W 2] [-b 268435456] [-a 1000]
 //                                 [-c 4194304]
@@ -84,6 +88,7 @@ struct driver_calls {
     CUresult (*event_create)(CUevent *, unsigned) = nullptr;
     CUresult (*event_record)(CUevent, CUstream) = nullptr;
     CUresult (*event_destroy)(CUevent) = nullptr;
+    CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
     bool load() {
         void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
@@ -92,7 +97,8 @@ struct driver_calls {
         event_create = reinterpret_cast<decltype(event_create)>(dlsym(lib, "cuEventCreate"));
         event_record = reinterpret_cast<decltype(event_record)>(dlsym(lib, "cuEventRecord"));
         event_destroy = reinterpret_cast<decltype(event_destroy)>(dlsym(lib, "cuEventDestroy_v2"));
-        return memcpy_async && event_create && event_record && event_destroy;
+        write_value32 = reinterpret_cast<decltype(write_value32)>(dlsym(lib, "cuStreamWriteValue32_v2"));
+        return memcpy_async && event_create && event_record && event_destroy && write_value32;
     }
 };
 
@@ -324,6 +330,16 @@ int main(int argc, char **argv) {
                 std::printf("AFTERCALL %d %.3f %.1f\n", after_calls, calls * 1e6 / after_calls, (now() - t0) * 1e6);
                 std::fflush(stdout);
             }
+            // The word the stream writes right before after()'s point, in mapped host memory.
+            std::uint32_t *reached = nullptr;
+            CUdeviceptr reached_dev = 0;
+            if (me == 0 && (cu.write_value32 || cu.load()) &&
+                cudaHostAlloc(reinterpret_cast<void **>(&reached), sizeof *reached, cudaHostAllocMapped) ==
+                    cudaSuccess &&
+                cudaHostGetDevicePointer(reinterpret_cast<void **>(&reached_dev), reached, 0) == cudaSuccess)
+                *reached = 0;
+            else if (me == 0)
+                std::printf("AFTER: no stream write of the benchmark's own: the last column is 0\n");
             // The host time after() frees, on rank 0 alone (a copy within its own heap).
             if (me == 0) {
                 for (int r = 0; r < warm + reps; r++) {
@@ -332,28 +348,38 @@ int main(int argc, char **argv) {
                     cudaStreamSynchronize(s);
                     const double blocked = now() - t0;
                     cudaMemcpyAsync(dst, src, big, cudaMemcpyDeviceToDevice, s);
+                    const std::uint32_t mark = static_cast<std::uint32_t>(r + 1);
+                    if (reached_dev) cu.write_value32(s, reached_dev, mark, 0);
                     const double t1 = now();
                     upcxx::future<> f = heap.after(s);
                     const double call = now() - t1;
-                    double in_progress = 0;
+                    double in_progress = 0, seen = 0;
                     long calls = 0;
+                    auto look = [&] {
+                        if (reached_dev && seen == 0 && __atomic_load_n(reached, __ATOMIC_ACQUIRE) == mark)
+                            seen = now();
+                    };
                     while (!is_ready(f)) {
                         const double p0 = now();
                         upcxx::progress();
                         in_progress += now() - p0;
                         calls++;
                         // The host's own work would go here: spin briefly between polls.
-                        for (const double until = now() + 2e-6; now() < until;) {
-                        }
+                        for (const double until = now() + 2e-6; now() < until;) look();
                     }
-                    const double total = now() - t1;
+                    const double ready = now();
+                    look();
+                    const double total = ready - t1;
                     if (r >= warm)
-                        std::printf("AFTER %zu %.1f %.1f %.2f %.1f %.1f %ld %.2f\n", big, total * 1e6, blocked * 1e6,
-                                    call * 1e6, in_progress * 1e6, 100.0 * (1.0 - (call + in_progress) / total), calls,
-                                    calls ? in_progress * 1e6 / static_cast<double>(calls) : 0.0);
+                        std::printf("AFTER %zu %.1f %.1f %.2f %.1f %.1f %ld %.2f %.1f\n", big, total * 1e6,
+                                    blocked * 1e6, call * 1e6, in_progress * 1e6,
+                                    100.0 * (1.0 - (call + in_progress) / total), calls,
+                                    calls ? in_progress * 1e6 / static_cast<double>(calls) : 0.0,
+                                    seen > 0 ? (ready - seen) * 1e6 : 0.0);
                 }
                 heap.check_copies();
             }
+            if (reached) cudaFreeHost(reached);
             upcxx::barrier();
             heap.destroy();
         }

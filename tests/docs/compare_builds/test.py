@@ -73,6 +73,22 @@ check(f"stream: window 100 1.100x (got {w100})", w100 is not None and abs(w100[1
 rc, out = run("stream", "\n".join(stream) + "\n", "--new", "new", "--base", "base", "--window", "100")
 check("stream: --window 100 prints that window only", rc == 0 and "window 1," not in out and "window 100," in out)
 
+# after: 10 waits of the new build, readiness 1..10 us (so 10 within 10 us, 90th percentile 9 us)
+# and one of 25 us; the base build's three waits, an old AFTER line without the readiness column
+# among them (left out).
+after = ["== new 1"] + [f"AFTER 268435456 190.0 185.0 1.0 5.0 {90 + k:.1f} 80 0.08 {k + 1:.1f}" for k in range(10)]
+after += ["== new 2", "AFTER 268435456 190.0 185.0 1.0 5.0 97.5 80 0.08 25.0"]
+after += ["== base 1", "AFTER 268435456 190.0 185.0 1.0 180.0 2.3 2 90.00",
+          "AFTER 268435456 190.0 185.0 1.0 180.0 2.3 2 90.00 3.0", "AFTER 268435456 190.0 185.0 1.0 180.0 2.3 2 90.00 4.0"]
+rc, out = run("after", "\n".join(after) + "\n", "--new", "new", "--base", "base")
+check(f"after: exit 0 (got {rc}: {out[:200]})", rc == 0)
+check("after: the new build's 11 waits: freed 90.0/95.0/99.0%, median 6.0 us, 90th percentile 10.0 us, max 25.0, 10 of 11",
+      "new: 11 waits; host time freed 90.0% / 95.0% / 99.0%; ready after the stream reached the point: median 6.0 us, "
+      "90th percentile 10.0 us, max 25.0 us, 10 of 11 within 10 us" in out)
+check("after: the base build's 2 waits with a readiness column", "base: 2 waits; host time freed 2.3% / 2.3% / 2.3%" in out)
+rc, out = run("after", "== new 1\nAFTER 268435456 190.0 185.0 1.0 5.0 97.5 80 0.08 2.0\n", "--new", "new", "--base", "base")
+check(f"after: a build with no AFTER line is refused (exit {rc})", rc != 0 and "no AFTER line" in out)
+
 rc, out = run("floods", "== new 1\nFLOOD put eight 100 1 0 1 0 1 0 1 1\n", "--new", "new", "--base", "base")
 check(f"a line that is not the benchmark's is refused (exit {rc}: {out.strip()[:120]})", rc != 0 and "cannot read the line" in out)
 rc, out = run("floods", "\n".join(floods[:6]) + "\n", "--new", "new", "--base", "other")
