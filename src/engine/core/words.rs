@@ -183,7 +183,8 @@ impl<G: Gpu> Engine<G> {
     pub fn watch_of(&self, t: u64) -> crate::error::Result<Option<WordWatch>> {
         self.refuse_forked()?;
         let st = self.lock();
-        let w = (t & super::CALLER_TICKET != 0).then(|| st.callers.watched.get(&t)).flatten().ok_or_else(|| {
+        // Only callers' tickets are watched: a copy's ticket of the engine's stream is not found.
+        let w = st.callers.watched.get(&t).ok_or_else(|| {
             crate::error::Error::new(
                 crate::error::Status::InvalidArgument,
                 format!("ticket {t} is not a pending ticket of a caller's stream (after, copy_on_stream or copies_on_stream)"),

@@ -790,6 +790,8 @@ pub fn scenario_drain_releases_tickets() {
 /// word the stream writes, and none is reported over before every copy queued before it ran, in
 /// the order issued. Only small copies of device memory are launched, up to 4 a launch (the
 /// model's), and where the work ends with a launch that launch writes the word (no stream write).
+/// A second batch of one launch takes the pool's fourth word (its launch counter must be that
+/// word's), and wait_all() returns only once every copy of the batches told by words ran.
 pub fn scenario_stream_words() {
     run(64, 0, |e, g| {
         let c = e.copy(&CopyReq { flags: ON_STREAM | DEVICE_ENDS, ..req(1, 8, 0) }).unwrap();
@@ -812,12 +814,20 @@ pub fn scenario_stream_words() {
         let counts = e.counts();
         check(counts.fast == 10 && counts.batched == 7, format!("counts {counts:?}: want 10 issued, 7 batched"))?;
         let w = e.after(0).unwrap();
-        let order = [1, 2, 3, 10, 4, 5, 6, 7, 8, 9];
+        // The fourth word of the pool: its launch's completion counter must be that word's (the
+        // model checks every launch's counter).
+        let l2 = e.copy_batch_on_stream(0, &[req(11, 8, DEVICE_ENDS), req(12, 8, DEVICE_ENDS)]).unwrap();
+        check(g.launches() == 5, format!("a batch of one launch: {} launches in all", g.launches()))?;
+        // The host's wait for every copy issued waits for the batches told by words too.
+        e.wait_all().map_err(|x| format!("wait_all: {x:?}"))?;
+        let order = [1, 2, 3, 10, 4, 5, 6, 7, 8, 9, 11, 12];
+        check(g.ran() == order, format!("wait_all() returned with only {:?} run", g.ran()))?;
         for (t, upto, what) in [
             (c, 1, "the copy on the stream"),
             (b, 4, "the batch on the stream"),
             (l, 10, "the batch ending with launches"),
             (w, 10, "after()"),
+            (l2, 12, "the second batch ending with a launch"),
         ] {
             wait_watched_batch(&e, t, what)?;
             let ran = g.ran();
