@@ -81,15 +81,20 @@ bool is_ready(const F &f) {
 #endif
 }
 
-// The two driver calls copy_on_stream makes for a copy above copy_batch_bytes(), from the driver
-// itself (the program links no libcuda of its own).
+// The two driver calls copy_on_stream makes for a copy above copy_batch_bytes(), and the stream
+// write of the AFTER lines, from the driver itself (the program links no libcuda of its own).
 struct driver_calls {
     CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
     CUresult (*event_create)(CUevent *, unsigned) = nullptr;
     CUresult (*event_record)(CUevent, CUstream) = nullptr;
     CUresult (*event_destroy)(CUevent) = nullptr;
     CUresult (*write_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned) = nullptr;
+    bool tried = false;
+    bool cost_calls() const { return memcpy_async && event_create && event_record && event_destroy; }
+    // Looks the calls up once; true when the COST lines' calls are all there.
     bool load() {
+        if (tried) return cost_calls();
+        tried = true;
         void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
         if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
         if (!lib) return false;
@@ -98,7 +103,7 @@ struct driver_calls {
         event_record = reinterpret_cast<decltype(event_record)>(dlsym(lib, "cuEventRecord"));
         event_destroy = reinterpret_cast<decltype(event_destroy)>(dlsym(lib, "cuEventDestroy_v2"));
         write_value32 = reinterpret_cast<decltype(write_value32)>(dlsym(lib, "cuStreamWriteValue32_v2"));
-        return memcpy_async && event_create && event_record && event_destroy && write_value32;
+        return cost_calls();
     }
 };
 
@@ -333,7 +338,8 @@ int main(int argc, char **argv) {
             // The word the stream writes right before after()'s point, in mapped host memory.
             std::uint32_t *reached = nullptr;
             CUdeviceptr reached_dev = 0;
-            if (me == 0 && (cu.write_value32 || cu.load()) &&
+            if (me == 0) cu.load();
+            if (me == 0 && cu.write_value32 &&
                 cudaHostAlloc(reinterpret_cast<void **>(&reached), sizeof *reached, cudaHostAllocMapped) ==
                     cudaSuccess &&
                 cudaHostGetDevicePointer(reinterpret_cast<void **>(&reached_dev), reached, 0) == cudaSuccess)
